@@ -1,0 +1,324 @@
+import {
+  FLAG_BODY, GEN_MASK, KIND_CATALOG, KIND_FREE, KIND_JOURNAL, KIND_LINK, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE,
+  STATE_FREE, STATE_RESERVED, STATE_USED, flagsOf, genOf, kindOf, stateOf, word1,
+} from './BlockFormat';
+import { PileError } from './PileError';
+import type { Segment } from './Segment';
+
+/** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
+export const NUM_CLASSES = 212;
+const FIT_SCAN_LIMIT = 16;
+
+export function sizeClass(size: number): number {
+  if (size <= 1024) return size >>> 3;
+  const lg = 31 - Math.clz32(size);
+  return 128 + (lg - 10) * 4 + ((size >>> (lg - 2)) & 3);
+}
+
+/** Counters the allocator keeps exact; the pile adds the per-kind ones. */
+export const STAT_FIELDS = ['allocatedBytes', 'freeBytes', 'utilizedBytes', 'objectCount', 'linkCount', 'internalCount'] as const;
+
+/**
+ * Block allocator over a list of segments. Free blocks form doubly linked lists by size
+ * class, threaded through the free blocks themselves (addresses as float64 at +16/+24), so
+ * the allocator holds no per-block JS objects. An address is `segment * segmentSize + offset`.
+ *
+ * Generations: a new block gets the generation of the free block it was cut from plus one,
+ * and merged free blocks keep the larger generation. So a block ever created at a given
+ * offset has a larger generation than any dead block that started there, and a stale
+ * pointer's tag can only match again after the generation wraps (2^tagBits reuses).
+ */
+export class Allocator {
+  readonly heads = new Float64Array(NUM_CLASSES);
+  private readonly nonEmpty = new Uint32Array(Math.ceil(NUM_CLASSES / 32));
+  allocatedBytes = 0;
+  freeBytes = 0;
+  utilizedBytes = 0;
+  objectCount = 0;
+  linkCount = 0;
+  internalCount = 0;
+  /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
+  damagedLists = 0;
+
+  constructor(
+    readonly segments: Segment[],
+    readonly segmentSize: number,
+    /** Adds a segment and returns it, or throws PILE_OUT_OF_SPACE. */
+    private readonly grow: () => Segment,
+  ) {}
+
+  /**
+   * A block of at least `size` bytes (a multiple of 8, >= MIN_BLOCK_SIZE), in state RESERVED.
+   * @throws PILE_TOO_LARGE when no segment can hold it
+   * @throws PILE_OUT_OF_SPACE when maxMemory forbids another segment
+   */
+  alloc(size: number): number {
+    if (size > this.segmentSize - SEGMENT_HEADER_SIZE) {
+      throw new PileError('PILE_TOO_LARGE', `a block of ${size} bytes does not fit in a segment of ${this.segmentSize} bytes (segmentSize)`);
+    }
+    let addr = this.take(size);
+    if (addr === 0) {
+      const seg = this.grow();
+      this.addFreeSegment(seg);
+      addr = this.take(size);
+      if (addr === 0) throw new PileError('PILE_OUT_OF_SPACE', `no block of ${size} bytes after adding segment ${seg.index}`);
+    }
+    return addr;
+  }
+
+  /** Frees the block at `addr` (USED or RESERVED) and merges it with free blocks after it. */
+  free(addr: number): void {
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const seg = this.segments[segIdx]!;
+    const off = addr - segIdx * this.segmentSize;
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    let size = u32[h]!;
+    let gen = genOf(u32[h + 1]!);
+    this.allocatedBytes -= size;
+    // The record is gone from this store on: a crash after it never brings it back.
+    u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+    let end = off + size;
+    while (end < this.segmentSize) {
+      const nw = u32[(end >>> 2) + 1]!;
+      const nsize = u32[end >>> 2]!;
+      if (stateOf(nw) !== STATE_FREE || !this.saneSize(end, nsize)) break;
+      this.unlink(segIdx * this.segmentSize + end, nsize, seg, end);
+      this.freeBytes -= nsize;
+      const ng = genOf(nw);
+      if (ng > gen) gen = ng;
+      size += nsize;
+      end += nsize;
+    }
+    u32[h] = size;
+    u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+    this.push(addr, size, seg, off);
+    this.freeBytes += size;
+  }
+
+  /** Makes the whole of a fresh segment one free block. */
+  addFreeSegment(seg: Segment): void {
+    const size = this.segmentSize - SEGMENT_HEADER_SIZE;
+    const off = SEGMENT_HEADER_SIZE;
+    seg.u32[off >>> 2] = size;
+    seg.u32[(off >>> 2) + 1] = word1(0, KIND_FREE, STATE_FREE, 0);
+    this.push(seg.index * this.segmentSize + off, size, seg, off);
+    this.freeBytes += size;
+  }
+
+  /**
+   * Rebuilds free lists and counters by walking every block of every segment, merging runs
+   * of free blocks. Used after recovery and when a clean state is missing.
+   * `onSegment` reports progress.
+   */
+  rebuild(onSegment?: (done: number) => void): void {
+    this.heads.fill(0);
+    this.nonEmpty.fill(0);
+    this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
+    this.objectCount = this.linkCount = this.internalCount = 0;
+    const segSize = this.segmentSize;
+    for (const seg of this.segments) {
+      const u32 = seg.u32;
+      let off = SEGMENT_HEADER_SIZE;
+      let runStart = -1;
+      let runGen = 0;
+      const closeRun = (end: number): void => {
+        if (runStart < 0) return;
+        const size = end - runStart;
+        u32[runStart >>> 2] = size;
+        u32[(runStart >>> 2) + 1] = word1(runGen, KIND_FREE, STATE_FREE, 0);
+        this.push(seg.index * segSize + runStart, size, seg, runStart);
+        this.freeBytes += size;
+        runStart = -1;
+      };
+      while (off < segSize) {
+        const size = u32[off >>> 2]!;
+        if (!this.saneSize(off, size)) break; // quarantined by recovery: the rest of the segment stays untouched
+        const w = u32[(off >>> 2) + 1]!;
+        const state = stateOf(w);
+        if (state === STATE_USED) {
+          closeRun(off);
+          this.allocatedBytes += size;
+          this.countUsed(w, u32[(off >>> 2) + 2]!);
+        } else {
+          if (state === STATE_RESERVED) u32[(off >>> 2) + 1] = word1(genOf(w), KIND_FREE, STATE_FREE, 0);
+          if (runStart < 0) { runStart = off; runGen = genOf(w); } else if (genOf(w) > runGen) runGen = genOf(w);
+        }
+        off += size;
+      }
+      closeRun(off < segSize ? off : segSize);
+      onSegment?.(seg.index + 1);
+    }
+  }
+
+  /** Counters only, by a walk that writes nothing (read-only piles). */
+  countOnly(): void {
+    this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
+    this.objectCount = this.linkCount = this.internalCount = 0;
+    for (const seg of this.segments) {
+      let off = SEGMENT_HEADER_SIZE;
+      while (off < this.segmentSize) {
+        const size = seg.u32[off >>> 2]!;
+        if (!this.saneSize(off, size)) break;
+        const w = seg.u32[(off >>> 2) + 1]!;
+        if (stateOf(w) === STATE_USED) {
+          this.allocatedBytes += size;
+          this.countUsed(w, seg.u32[(off >>> 2) + 2]!);
+        } else this.freeBytes += size;
+        off += size;
+      }
+    }
+  }
+
+  /** Adds a committed block to the record counters (allocatedBytes is kept by alloc and free). */
+  countUsed(w: number, length: number): void {
+    this.utilizedBytes += length;
+    const kind = kindOf(w);
+    if (flagsOf(w) & FLAG_BODY) return;
+    if (kind === KIND_CATALOG || kind === KIND_JOURNAL) this.internalCount++;
+    else {
+      this.objectCount++;
+      if (kind === KIND_LINK) this.linkCount++;
+    }
+  }
+
+  uncountUsed(w: number, length: number): void {
+    this.utilizedBytes -= length;
+    const kind = kindOf(w);
+    if (flagsOf(w) & FLAG_BODY) return;
+    if (kind === KIND_CATALOG || kind === KIND_JOURNAL) this.internalCount--;
+    else {
+      this.objectCount--;
+      if (kind === KIND_LINK) this.linkCount--;
+    }
+  }
+
+  /** Allocator state for a clean close: counters then list heads. */
+  snapshot(): Float64Array {
+    const out = new Float64Array(STAT_FIELDS.length + NUM_CLASSES);
+    STAT_FIELDS.forEach((f, i) => { out[i] = this[f]; });
+    out.set(this.heads, STAT_FIELDS.length);
+    return out;
+  }
+
+  /** Restores a snapshot; false if it does not fit this build (then the caller rebuilds). */
+  restore(s: Float64Array): boolean {
+    if (s.length !== STAT_FIELDS.length + NUM_CLASSES) return false;
+    STAT_FIELDS.forEach((f, i) => { this[f] = s[i]!; });
+    this.heads.set(s.subarray(STAT_FIELDS.length));
+    this.nonEmpty.fill(0);
+    for (let c = 0; c < NUM_CLASSES; c++) if (this.heads[c] !== 0) this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
+    return true;
+  }
+
+  saneSize(off: number, size: number): boolean {
+    return size >= MIN_BLOCK_SIZE && (size & 7) === 0 && off + size <= this.segmentSize;
+  }
+
+  private take(size: number): number {
+    let c = sizeClass(size);
+    if (size > 1024 && this.heads[c] !== 0) {
+      // Blocks in a range class may be smaller than asked: first fit among a few.
+      let a = this.heads[c]!;
+      for (let i = 0; i < FIT_SCAN_LIMIT && a !== 0; i++) {
+        const segIdx = Math.floor(a / this.segmentSize);
+        const seg = this.segments[segIdx];
+        const off = a - segIdx * this.segmentSize;
+        if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); break; }
+        if (seg.u32[off >>> 2]! >= size) return this.carve(a, size, seg, off);
+        a = seg.f64[(off + 16) >>> 3]!;
+      }
+      c++;
+    }
+    for (;;) {
+      c = this.nextNonEmpty(c);
+      if (c < 0) return 0;
+      const a = this.heads[c]!;
+      const segIdx = Math.floor(a / this.segmentSize);
+      const seg = this.segments[segIdx];
+      const off = a - segIdx * this.segmentSize;
+      if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); continue; }
+      return this.carve(a, size, seg, off);
+    }
+  }
+
+  /** A free-list entry must look like a free block: otherwise the list is damaged and is not followed. */
+  private checkFree(seg: Segment, off: number): boolean {
+    if (off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) return false;
+    return stateOf(seg.u32[(off >>> 2) + 1]!) === STATE_FREE && this.saneSize(off, seg.u32[off >>> 2]!);
+  }
+
+  private dropList(c: number): void {
+    this.heads[c] = 0;
+    this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
+    this.damagedLists++;
+  }
+
+  private carve(addr: number, size: number, seg: Segment, off: number): number {
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const have = u32[h]!;
+    this.unlink(addr, have, seg, off);
+    const gen = (genOf(u32[h + 1]!) + 1) & GEN_MASK;
+    let used = have;
+    if (have - size >= MIN_BLOCK_SIZE) {
+      // Remainder header first: until the block's own size is rewritten, a walker skips it.
+      const rOff = off + size;
+      u32[rOff >>> 2] = have - size;
+      u32[(rOff >>> 2) + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+      this.push(addr + size, have - size, seg, rOff);
+      used = size;
+    }
+    u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
+    u32[h] = used;
+    this.freeBytes -= used;
+    this.allocatedBytes += used;
+    return addr;
+  }
+
+  private push(addr: number, size: number, seg: Segment, off: number): void {
+    const c = sizeClass(size);
+    const head = this.heads[c]!;
+    seg.f64[(off + 16) >>> 3] = head;
+    seg.f64[(off + 24) >>> 3] = 0;
+    if (head !== 0) this.setLink(head, 24, addr);
+    this.heads[c] = addr;
+    this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
+  }
+
+  private unlink(addr: number, size: number, seg: Segment, off: number): void {
+    const next = seg.f64[(off + 16) >>> 3]!;
+    const prev = seg.f64[(off + 24) >>> 3]!;
+    if (prev !== 0) this.setLink(prev, 16, next);
+    else {
+      const c = sizeClass(size);
+      if (this.heads[c] === addr) {
+        this.heads[c] = next;
+        if (next === 0) this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
+      }
+    }
+    if (next !== 0) this.setLink(next, 24, prev);
+  }
+
+  /** Writes a link of the free block at `addr`; a link that leads anywhere but a free block is damage and is not written through. */
+  private setLink(addr: number, at: number, value: number): void {
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const seg = this.segments[segIdx];
+    if (seg === undefined) return;
+    const off = addr - segIdx * this.segmentSize;
+    if ((off & 7) !== 0 || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - MIN_BLOCK_SIZE || stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) {
+      this.damagedLists++;
+      return;
+    }
+    seg.f64[(off + at) >>> 3] = value;
+  }
+
+  private nextNonEmpty(c: number): number {
+    for (let w = c >>> 5; w < this.nonEmpty.length; w++) {
+      let bits = this.nonEmpty[w]!;
+      if (w === c >>> 5) bits &= ~((1 << (c & 31)) - 1) | 0;
+      if (bits !== 0) return (w << 5) + (31 - Math.clz32(bits & -bits));
+    }
+    return -1;
+  }
+}

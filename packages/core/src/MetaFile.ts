@@ -1,0 +1,158 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { crc32 } from 'node:zlib';
+import { FORMAT_VERSION, META_MAGIC } from './BlockFormat';
+import { PileError } from './PileError';
+
+export const META_FILE_NAME = 'pile.meta';
+
+const HEADER_SIZE = 32;
+const SLOT_A = 64;
+const SLOT_SIZE = 32;
+const CLEAN_STATE_AT = 128;
+
+/** Fields of the meta file header. */
+export interface MetaHeader {
+  segmentSize: number;
+  pileId: number;
+  segmentCount: number;
+  clean: boolean;
+}
+
+/** A catalog slot: which catalog record is current. Two slots alternate so an update is never torn. */
+export interface CatalogSlot {
+  seq: number;
+  addr: number;
+}
+
+/**
+ * The small metadata file of a mapped pile, written with pwrite (never mapped) so that each
+ * update is one system call whose result survives a killed process. Layout in docs/format.md.
+ */
+export class MetaFile {
+  private constructor(readonly file: string, private fd: number, readonly readonly: boolean) {}
+
+  /**
+   * @throws PILE_CORRUPT when the file exists but can not be opened
+   */
+  static open(dir: string, readonly: boolean): MetaFile | undefined {
+    const file = path.join(dir, META_FILE_NAME);
+    if (!fs.existsSync(file)) return undefined;
+    try {
+      return new MetaFile(file, fs.openSync(file, readonly ? 'r' : 'r+'), readonly);
+    } catch (err) {
+      throw new PileError('PILE_CORRUPT', `meta file ${file} can not be opened: ${(err as Error).message}`);
+    }
+  }
+
+  static create(dir: string, header: MetaHeader): MetaFile {
+    const file = path.join(dir, META_FILE_NAME);
+    const tmp = `${file}.tmp`;
+    const fd = fs.openSync(tmp, 'w+');
+    const b = Buffer.alloc(CLEAN_STATE_AT);
+    encodeHeader(b, header);
+    fs.writeSync(fd, b, 0, b.length, 0);
+    fs.fsyncSync(fd);
+    fs.closeSync(fd);
+    // A pile directory either has a complete meta file or none: a crash mid-create leaves only the .tmp.
+    fs.renameSync(tmp, file);
+    return new MetaFile(file, fs.openSync(file, 'r+'), false);
+  }
+
+  /**
+   * @throws PILE_CORRUPT when the header is damaged or truncated
+   * @throws PILE_FORMAT_VERSION when the file was written by a newer format
+   */
+  readHeader(): MetaHeader {
+    const b = this.read(0, HEADER_SIZE);
+    if (b.readUInt32LE(0) !== META_MAGIC) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad magic at offset 0 (not a pile, or damaged)`);
+    const version = b.readUInt32LE(4);
+    if (version > FORMAT_VERSION) {
+      throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
+    }
+    if (crc32(b.subarray(0, 28)) >>> 0 !== b.readUInt32LE(28)) {
+      throw new PileError('PILE_CORRUPT', `meta file ${this.file}: header checksum mismatch at offset 28`);
+    }
+    if (version !== FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
+    return { segmentSize: b.readUInt32LE(8), pileId: b.readUInt32LE(12), segmentCount: b.readUInt32LE(16), clean: b.readUInt32LE(20) === 1 };
+  }
+
+  writeHeader(h: MetaHeader): void {
+    const b = Buffer.alloc(HEADER_SIZE);
+    encodeHeader(b, h);
+    this.write(b, 0);
+  }
+
+  /** Both catalog slots; a slot whose checksum fails is undefined. */
+  readSlots(): [CatalogSlot | undefined, CatalogSlot | undefined] {
+    const b = this.read(SLOT_A, SLOT_SIZE * 2);
+    return [decodeSlot(b, 0), decodeSlot(b, SLOT_SIZE)];
+  }
+
+  writeSlot(which: 0 | 1, slot: CatalogSlot): void {
+    const b = Buffer.alloc(SLOT_SIZE);
+    b.writeUInt32LE(slot.seq >>> 0, 0);
+    b.writeDoubleLE(slot.addr, 8);
+    b.writeUInt32LE(crc32(b.subarray(0, 16)) >>> 0, 16);
+    this.write(b, SLOT_A + which * SLOT_SIZE);
+  }
+
+  /** The allocator state saved by a clean close, or undefined when absent or damaged. */
+  readCleanState(): Float64Array | undefined {
+    const head = this.read(CLEAN_STATE_AT, 8);
+    const count = head.readUInt32LE(4);
+    if (count === 0 || count > 4096) return undefined;
+    const body = this.read(CLEAN_STATE_AT + 8, count * 8);
+    if (body.length !== count * 8 || crc32(body) >>> 0 !== head.readUInt32LE(0)) return undefined;
+    const out = new Float64Array(count);
+    for (let i = 0; i < count; i++) out[i] = body.readDoubleLE(i * 8);
+    return out;
+  }
+
+  writeCleanState(values: Float64Array): void {
+    const b = Buffer.alloc(8 + values.length * 8);
+    for (let i = 0; i < values.length; i++) b.writeDoubleLE(values[i]!, 8 + i * 8);
+    b.writeUInt32LE(crc32(b.subarray(8)) >>> 0, 0);
+    b.writeUInt32LE(values.length, 4);
+    this.write(b, CLEAN_STATE_AT);
+  }
+
+  sync(): void {
+    fs.fsyncSync(this.fd);
+  }
+
+  close(): void {
+    if (this.fd >= 0) fs.closeSync(this.fd);
+    this.fd = -1;
+  }
+
+  private read(pos: number, len: number): Buffer {
+    const b = Buffer.alloc(len);
+    const n = fs.readSync(this.fd, b, 0, len, pos);
+    if (n < len && pos < HEADER_SIZE) throw new PileError('PILE_CORRUPT', `meta file ${this.file} is truncated (read ${n} of ${len} bytes at offset ${pos})`);
+    return b;
+  }
+
+  private write(b: Buffer, pos: number): void {
+    if (this.readonly) throw new PileError('PILE_READONLY', `meta file ${this.file} is open read-only`);
+    fs.writeSync(this.fd, b, 0, b.length, pos);
+  }
+}
+
+function encodeHeader(b: Buffer, h: MetaHeader): void {
+  b.writeUInt32LE(META_MAGIC, 0);
+  b.writeUInt32LE(FORMAT_VERSION, 4);
+  b.writeUInt32LE(h.segmentSize, 8);
+  b.writeUInt32LE(h.pileId, 12);
+  b.writeUInt32LE(h.segmentCount, 16);
+  b.writeUInt32LE(h.clean ? 1 : 0, 20);
+  b.writeUInt32LE(0, 24);
+  b.writeUInt32LE(crc32(b.subarray(0, 28)) >>> 0, 28);
+}
+
+function decodeSlot(b: Buffer, at: number): CatalogSlot | undefined {
+  if (crc32(b.subarray(at, at + 16)) >>> 0 !== b.readUInt32LE(at + 16)) return undefined;
+  const addr = b.readDoubleLE(at + 8);
+  if (!Number.isSafeInteger(addr) || addr <= 0) return undefined;
+  return { seq: b.readUInt32LE(at), addr };
+}

@@ -1,0 +1,1264 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { randomInt } from 'node:crypto';
+import { Packr } from 'msgpackr';
+import type { ZodType } from 'zod';
+import { Allocator, sizeClass, NUM_CLASSES } from './Allocator';
+import {
+  BLOCK_HEADER_SIZE, FLAG_BODY, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
+  KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
+  STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
+  type RecordKind,
+} from './BlockFormat';
+import { blockChecksum } from './Checksum';
+import { DirectoryLock } from './DirectoryLock';
+import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
+import { PileError } from './PileError';
+import { NULL_POINTER, type PilePointer } from './PilePointer';
+import { compileSchema, isCompatibleEvolution, type CompiledSchema, type SchemaDescriptor } from './SchemaCompiler';
+import { Segment, segmentFileName } from './Segment';
+import { TypedView, type SchemaOptions } from './TypedView';
+
+const MiB = 1 << 20;
+const GiB = 1 << 30;
+/** Segment index bits of a pointer: up to 16384 segments. */
+const SEGMENT_BITS = 14;
+const SEGMENT_DIV = 2 ** SEGMENT_BITS;
+const MAX_SEGMENTS = SEGMENT_DIV;
+const MAX_TAG_BITS = 22;
+
+const JOURNAL_INPLACE = 1;
+const JOURNAL_LINK = 2;
+/** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
+const JOURNAL_PREFIX = 32;
+
+/** Options of {@link openPile}. */
+export interface PileOptions {
+  /** Directory of a mapped, persistent pile; created if missing. Omitted: an in-memory pile (off-heap, not persistent). */
+  dir?: string;
+  /** Bytes per segment, a power of two from 1 MiB to 1 GiB; default 64 MiB. Fixed when the pile is created. */
+  segmentSize?: number;
+  /** Cap on all segment bytes; a put that needs more throws PILE_OUT_OF_SPACE. Default: no cap. */
+  maxMemory?: number;
+  /** Map read-only; writes throw PILE_READONLY. Opens alongside a writer. */
+  readonly?: boolean;
+  /** Check each record's checksum on get (PILE_CORRUPT on damage). */
+  verifyOnRead?: boolean;
+  /** false: refuse to create a new pile in `dir` (PILE_INVALID_OPTION). Default true. */
+  create?: boolean;
+  /** Progress of long opens (recovery after a crash). */
+  onProgress?: (p: { phase: string; done: number; total: number }) => void;
+}
+
+/** Exact counters of a pile. */
+export interface PileStats {
+  /** Live records (what entries() yields); a linked record counts once. */
+  objectCount: number;
+  /** Records whose value moved to a larger block (their head holds a link). */
+  linkCount: number;
+  segmentCount: number;
+  /** Bytes of all segments. */
+  totalBytes: number;
+  /** Bytes of all blocks in use, headers included (catalog and journal blocks too). */
+  allocatedBytes: number;
+  /** Payload bytes of the blocks in use. */
+  utilizedBytes: number;
+  /** allocatedBytes - utilizedBytes: headers, alignment, preallocated room. */
+  overheadBytes: number;
+  /** Bytes of free blocks, reusable by later puts. */
+  freeBytes: number;
+}
+
+/** One live record as yielded by {@link Pile.entries}. */
+export interface PileEntry {
+  pointer: PilePointer;
+  kind: RecordKind;
+  /** Payload bytes as stored (what sizeOf returns). */
+  size: number;
+}
+
+/** A damaged spot found by {@link Pile.verify} or by recovery. */
+export interface CorruptRecord {
+  segment: number;
+  offset: number;
+  file?: string;
+  reason: string;
+}
+
+/** Result of {@link Pile.verify}. */
+export interface VerifyReport {
+  ok: boolean;
+  segmentsChecked: number;
+  recordsChecked: number;
+  corrupt: CorruptRecord[];
+  /** Free-list entries that are not free blocks, lists that loop, free blocks missing from every list. */
+  freeListErrors: number;
+  /** Bytes no block accounts for (after a damaged block header the rest of a segment can not be walked). */
+  unaccountedBytes: number;
+  /** Counters that disagree with what the walk found. */
+  statsErrors: string[];
+}
+
+/** What the last open did to bring the pile back after an unclean shutdown. */
+export interface RecoveryReport {
+  /** True when the previous writer did not close cleanly and this open scanned the pile. */
+  ran: boolean;
+  /** Records found half-written (checksum mismatch) and dropped. */
+  tornRecords: number;
+  /** Interrupted `set` calls completed from their journal. */
+  journalsReplayed: number;
+  /** Unreachable internal blocks freed (orphan bodies, old catalogs). */
+  orphansFreed: number;
+  /** Damage that was left in place, not repaired. */
+  corrupt: CorruptRecord[];
+}
+
+interface SchemaEntry {
+  id: number;
+  fingerprint: string;
+  descriptor: SchemaDescriptor;
+}
+
+interface Catalog {
+  roots: Record<string, number>;
+  structures: unknown[];
+  schemas: Record<string, SchemaEntry>;
+  nextSchemaId: number;
+}
+
+/**
+ * Opens (or creates) a pile. Synchronous.
+ * @throws PILE_INVALID_OPTION for a bad option, naming it
+ * @throws PILE_LOCKED when another writer holds the directory
+ * @throws PILE_CORRUPT when a file of the pile is damaged (the message names it)
+ * @throws PILE_FORMAT_VERSION when the pile was written by a newer format
+ */
+export function openPile(options: PileOptions = {}): Pile {
+  return new Pile(options);
+}
+
+const KNOWN_OPTIONS = new Set(['dir', 'segmentSize', 'maxMemory', 'readonly', 'verifyOnRead', 'create', 'onProgress']);
+
+function invalid(name: string, message: string): PileError {
+  return new PileError('PILE_INVALID_OPTION', `option ${name}: ${message}`);
+}
+
+/**
+ * A store of records outside the V8 heap, in off-heap Buffers or in mapped segment files.
+ * See DESIGN.md and docs/guide.md.
+ */
+export class Pile implements Iterable<PileEntry> {
+  /** True when the pile lives in files and survives restarts. */
+  readonly persistent: boolean;
+  readonly readonly: boolean;
+  readonly dir: string | undefined;
+  readonly segmentSize: number;
+  readonly maxMemory: number;
+  /** What the open did after an unclean shutdown. */
+  readonly lastRecovery: RecoveryReport = { ran: false, tornRecords: 0, journalsReplayed: 0, orphansFreed: 0, corrupt: [] };
+
+  private segments: Segment[] = [];
+  private alloc!: Allocator;
+  private meta: MetaFile | undefined;
+  private lock: DirectoryLock | undefined;
+  private closed = false;
+  private recovering = false;
+  private readonly verifyOnRead: boolean;
+  private readonly pileId: number;
+  private readonly offsetBits: number;
+  private readonly offsetDiv: number;
+  private readonly tagMask: number;
+  private catalog: Catalog = { roots: {}, structures: [], schemas: {}, nextSchemaId: 1 };
+  private catalogAddr = 0;
+  private slot: CatalogSlot = { seq: 0, addr: 0 };
+  private slotIndex: 0 | 1 = 1;
+  private readonly packr: Packr;
+  private readonly codecs = new Map<number, { name: string; codec: CompiledSchema<unknown> }>();
+
+  // Scratch of the last resolve(): the head block, and the block holding the data (== head unless linked).
+  private hSeg!: Segment;
+  private hOff = 0;
+  private dSeg!: Segment;
+  private dOff = 0;
+
+  // Scratch of the last prepare(): what a put/set is about to write.
+  private pKind = 0;
+  private pLen = 0;
+  private pValue: unknown;
+  private pBytes: Uint8Array | undefined;
+  private pCodec: CompiledSchema<unknown> | undefined;
+  private pSchemaId = 0;
+
+  /** Use {@link openPile}. */
+  constructor(options: PileOptions = {}) {
+    if (options === null || typeof options !== 'object') throw invalid('options', 'expected an object');
+    for (const k of Object.keys(options)) if (!KNOWN_OPTIONS.has(k)) throw invalid(k, 'unknown option');
+    const { dir, readonly = false, verifyOnRead = false, create = true, onProgress } = options;
+    if (dir !== undefined && (typeof dir !== 'string' || dir === '')) throw invalid('dir', 'expected a non-empty string');
+    if (typeof readonly !== 'boolean') throw invalid('readonly', 'expected a boolean');
+    if (typeof verifyOnRead !== 'boolean') throw invalid('verifyOnRead', 'expected a boolean');
+    if (typeof create !== 'boolean') throw invalid('create', 'expected a boolean');
+    if (onProgress !== undefined && typeof onProgress !== 'function') throw invalid('onProgress', 'expected a function');
+    if (options.segmentSize !== undefined) {
+      const s = options.segmentSize;
+      if (!Number.isInteger(s) || s < MiB || s > GiB || (s & (s - 1)) !== 0) {
+        throw invalid('segmentSize', `expected a power of two from 1 MiB (1048576) to 1 GiB (1073741824), got ${String(s)}`);
+      }
+    }
+    if (options.maxMemory !== undefined && (!Number.isSafeInteger(options.maxMemory) || options.maxMemory <= 0)) {
+      throw invalid('maxMemory', `expected a positive integer of bytes, got ${String(options.maxMemory)}`);
+    }
+    if (readonly && dir === undefined) throw invalid('readonly', 'an in-memory pile (no dir) can not be read-only');
+    this.readonly = readonly;
+    this.verifyOnRead = verifyOnRead;
+    this.dir = dir;
+    this.persistent = dir !== undefined;
+
+    let segmentSize = options.segmentSize ?? 64 * MiB;
+    let pileId = randomInt(1, 0x7fffffff);
+    let existing = false;
+    let clean = true;
+    let segmentCount = 0;
+    if (dir !== undefined) {
+      ({ existing, segmentSize, pileId, clean, segmentCount } = this.openFiles(dir, options, segmentSize, pileId, create));
+    }
+    this.segmentSize = segmentSize;
+    this.maxMemory = options.maxMemory ?? Number.MAX_SAFE_INTEGER;
+    if (this.maxMemory < segmentSize) {
+      this.releaseFiles();
+      throw invalid('maxMemory', `${this.maxMemory} is less than one segment (segmentSize ${segmentSize})`);
+    }
+    this.pileId = pileId;
+    this.offsetBits = Math.log2(segmentSize) - 3;
+    this.offsetDiv = 2 ** this.offsetBits;
+    this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
+    this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
+    this.packr = new Packr({
+      structures: [],
+      maxSharedStructures: 8160,
+      copyBuffers: true,
+      getStructures: () => {
+        if (this.readonly) this.refreshCatalog();
+        return this.catalog.structures as never;
+      },
+      saveStructures: (structures: unknown) => {
+        if (this.readonly) return false;
+        this.catalog.structures = [...(structures as unknown[])];
+        this.saveCatalog();
+        return true;
+      },
+    } as never);
+
+    try {
+      if (existing) this.load(segmentCount, clean, onProgress);
+    } catch (err) {
+      this.releaseFiles();
+      throw err;
+    }
+  }
+
+  // ---------------------------------------------------------------- public API
+
+  /**
+   * Stores a value and returns its pointer. Strings are stored as UTF-8 and Uint8Array/Buffer
+   * as raw bytes; anything else goes through msgpackr with shared record structures.
+   * `preallocate` reserves room for a later, larger `set` in place.
+   * @throws PILE_TOO_LARGE when the value does not fit in one segment
+   * @throws PILE_OUT_OF_SPACE when maxMemory is reached
+   * @throws PILE_READONLY, PILE_CLOSED
+   * @throws PILE_INVALID_OPTION for a bad `preallocate`
+   */
+  put(value: unknown, opts?: { preallocate?: number }): PilePointer {
+    this.writable();
+    this.prepare(value);
+    let room = this.pLen;
+    if (opts !== undefined && opts.preallocate !== undefined) {
+      const p = opts.preallocate;
+      if (!Number.isSafeInteger(p) || p < 0) throw invalid('preallocate', `expected a non-negative integer, got ${String(p)}`);
+      if (p > room) room = p;
+    }
+    return this.store(room, 0);
+  }
+
+  /**
+   * Reads a record back as the kind it was put: string, Uint8Array, Buffer, or the decoded value.
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER
+   * @throws PILE_CORRUPT when the record is damaged (always on a structural check, on checksums with verifyOnRead)
+   * @throws PILE_SCHEMA_MISMATCH when a typed record's schema is not registered in this process
+   * @throws PILE_CLOSED
+   */
+  get<T = unknown>(ptr: PilePointer): T {
+    this.open();
+    this.resolve(ptr, true);
+    return this.decodeAt(this.dSeg, this.dOff) as T;
+  }
+
+  /**
+   * Replaces a record's value, keeping its pointer. In place when the new value fits the
+   * block; otherwise the value moves to a new block and the old one becomes a link to it.
+   * Atomic across a crash: a journal record makes the old or the new value survive whole.
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
+   */
+  set(ptr: PilePointer, value: unknown): void {
+    this.writable();
+    this.resolve(ptr, true);
+    this.prepare(value);
+    this.replace();
+  }
+
+  /**
+   * Deletes a record; its space is reused. Returns false when it was already gone (stale pointer).
+   * @throws PILE_INVALID_POINTER, PILE_READONLY, PILE_CLOSED
+   */
+  delete(ptr: PilePointer): boolean {
+    this.writable();
+    if (!this.tryResolve(ptr)) return false;
+    const hAddr = this.addrOf(this.hSeg, this.hOff);
+    const linked = this.hSeg !== this.dSeg || this.hOff !== this.dOff;
+    const dAddr = this.addrOf(this.dSeg, this.dOff);
+    this.release(hAddr);
+    if (linked) this.release(dAddr);
+    return true;
+  }
+
+  /**
+   * True when `ptr` points at a live record.
+   * @throws PILE_CLOSED
+   */
+  has(ptr: PilePointer): boolean {
+    this.open();
+    try {
+      return this.tryResolve(ptr);
+    } catch (err) {
+      if (err instanceof PileError && err.code === 'PILE_INVALID_POINTER') return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Payload bytes of the record as stored (UTF-8 bytes of a string, encoded bytes of an object).
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED
+   */
+  sizeOf(ptr: PilePointer): number {
+    this.open();
+    this.resolve(ptr, true);
+    return this.payloadSize(this.dSeg, this.dOff);
+  }
+
+  /**
+   * A typed view whose records are encoded by code compiled once from the zod schema.
+   * The schema is persisted under `name`; a later open must register a compatible one.
+   * @throws PILE_SCHEMA_MISMATCH when `name` was registered with an incompatible shape
+   * @throws PILE_INVALID_OPTION when the schema uses an unsupported type (the message names the path)
+   * @throws PILE_READONLY when a read-only pile does not know the schema yet
+   * @throws PILE_CLOSED
+   */
+  schema<T>(name: string, schema: ZodType<T>, options: SchemaOptions = {}): TypedView<T> {
+    this.open();
+    if (typeof name !== 'string' || name === '') throw invalid('name', 'a schema name must be a non-empty string');
+    const codec = compileSchema(schema, options.validate === undefined ? {} : { validate: options.validate });
+    if (this.readonly) this.refreshCatalog();
+    const known = this.catalog.schemas[name];
+    let id: number;
+    if (known === undefined) {
+      if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' is not in this read-only pile`);
+      id = this.catalog.nextSchemaId++;
+      if (id > 0xffff) throw new PileError('PILE_OUT_OF_SPACE', 'a pile holds at most 65535 schemas');
+      this.catalog.schemas[name] = { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor };
+      this.saveCatalog();
+    } else {
+      id = known.id;
+      if (known.fingerprint !== codec.fingerprint) {
+        if (!isCompatibleEvolution(known.descriptor, codec.descriptor)) {
+          throw new PileError('PILE_SCHEMA_MISMATCH', `schema '${name}' does not match the one stored in the pile (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`);
+        }
+        if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' would be evolved, but the pile is read-only`);
+        this.catalog.schemas[name] = { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor };
+        this.saveCatalog();
+      }
+    }
+    this.codecs.set(id, { name, codec: codec as CompiledSchema<unknown> });
+    return new TypedView<T>(this, id, codec as CompiledSchema<T>, name);
+  }
+
+  /**
+   * Names a record so a later open finds it; null removes the name. Persisted at once.
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_READONLY, PILE_CLOSED
+   */
+  setRoot(name: string, ptr: PilePointer | null): void {
+    this.writable();
+    if (typeof name !== 'string' || name === '') throw invalid('name', 'a root name must be a non-empty string');
+    if (ptr === null || ptr === NULL_POINTER) {
+      if (!(name in this.catalog.roots)) return;
+      delete this.catalog.roots[name];
+    } else {
+      this.resolve(ptr, true);
+      if (this.catalog.roots[name] === ptr) return;
+      this.catalog.roots[name] = ptr;
+    }
+    this.saveCatalog();
+  }
+
+  /**
+   * The pointer named `name`, or undefined.
+   * @throws PILE_CLOSED
+   */
+  getRoot(name: string): PilePointer | undefined {
+    this.open();
+    if (this.readonly) this.refreshCatalog();
+    const p = this.catalog.roots[name];
+    return p === undefined ? undefined : (p as PilePointer);
+  }
+
+  /** Names of all roots. @throws PILE_CLOSED */
+  roots(): string[] {
+    this.open();
+    if (this.readonly) this.refreshCatalog();
+    return Object.keys(this.catalog.roots);
+  }
+
+  /** Registered schema names with their ids. @throws PILE_CLOSED */
+  schemas(): { name: string; id: number; fingerprint: string }[] {
+    this.open();
+    return Object.entries(this.catalog.schemas).map(([name, s]) => ({ name, id: s.id, fingerprint: s.fingerprint }));
+  }
+
+  [Symbol.iterator](): IterableIterator<PileEntry> {
+    return this.entries();
+  }
+
+  /**
+   * Every live record once, in address order; a linked record is yielded at its head.
+   * Records added or deleted during the iteration may or may not be seen.
+   * @throws PILE_CLOSED
+   */
+  *entries(): IterableIterator<PileEntry> {
+    this.open();
+    for (let s = 0; s < this.segments.length; s++) {
+      const seg = this.segments[s]!;
+      let off = SEGMENT_HEADER_SIZE;
+      while (off < this.segmentSize) {
+        if (this.closed) throw closedError();
+        const size = seg.u32[off >>> 2]!;
+        if (!this.alloc.saneSize(off, size)) break;
+        const w = seg.u32[(off >>> 2) + 1]!;
+        if (stateOf(w) === STATE_USED && (flagsOf(w) & FLAG_BODY) === 0) {
+          const kind = kindOf(w);
+          let dSeg = seg;
+          let dOff = off;
+          if (kind === KIND_LINK && this.locateBody(seg, off)) {
+            dSeg = this.dSeg;
+            dOff = this.dOff;
+          }
+          const name = KIND_NAMES[kindOf(dSeg.u32[(dOff >>> 2) + 1]!)];
+          if (name !== undefined) {
+            yield { pointer: this.pointerOf(s, off, genOf(w)), kind: name, size: this.payloadSize(dSeg, dOff) };
+          }
+        }
+        off += size;
+      }
+    }
+  }
+
+  /** Exact counters. @throws PILE_CLOSED */
+  get stats(): PileStats {
+    this.open();
+    const a = this.alloc;
+    const totalBytes = this.segments.length * this.segmentSize;
+    return {
+      objectCount: a.objectCount,
+      linkCount: a.linkCount,
+      segmentCount: this.segments.length,
+      totalBytes,
+      allocatedBytes: a.allocatedBytes,
+      utilizedBytes: a.utilizedBytes,
+      overheadBytes: a.allocatedBytes - a.utilizedBytes,
+      freeBytes: a.freeBytes,
+    };
+  }
+
+  /**
+   * Full integrity check: walks every block and free list. Never throws on damage.
+   * @throws PILE_CLOSED
+   */
+  verify(onProgress?: (p: { phase: string; done: number; total: number }) => void): VerifyReport {
+    this.open();
+    const report: VerifyReport = { ok: true, segmentsChecked: 0, recordsChecked: 0, corrupt: [], freeListErrors: 0, unaccountedBytes: 0, statsErrors: [] };
+    const seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
+    for (const seg of this.segments) {
+      const u32 = seg.u32;
+      let off = SEGMENT_HEADER_SIZE;
+      while (off < this.segmentSize) {
+        const size = u32[off >>> 2]!;
+        if (!this.alloc.saneSize(off, size)) {
+          report.corrupt.push(this.corruptAt(seg, off, `bad block size ${size}`));
+          report.unaccountedBytes += this.segmentSize - off;
+          break;
+        }
+        const w = u32[(off >>> 2) + 1]!;
+        const state = stateOf(w);
+        if (state === STATE_USED) {
+          report.recordsChecked++;
+          const reason = this.checkBlock(seg, off);
+          if (reason !== undefined) report.corrupt.push(this.corruptAt(seg, off, reason));
+          const kind = kindOf(w);
+          seen.allocated += size;
+          seen.utilized += u32[(off >>> 2) + 2]!;
+          if ((flagsOf(w) & FLAG_BODY) === 0 && kind !== KIND_CATALOG && kind !== KIND_JOURNAL) {
+            seen.objects++;
+            if (kind === KIND_LINK) {
+              seen.links++;
+              if (!this.locateBody(seg, off)) report.corrupt.push(this.corruptAt(seg, off, 'link to a block that is not a live body'));
+            }
+          }
+        } else if (state === STATE_FREE) {
+          seen.free += size;
+          seen.freeBlocks++;
+        } else {
+          seen.allocated += size; // reserved: a put in progress
+        }
+        off += size;
+      }
+      report.segmentsChecked++;
+      onProgress?.({ phase: 'verify', done: report.segmentsChecked, total: this.segments.length });
+    }
+    if (!this.readonly) {
+      const listed = this.checkFreeLists();
+      report.freeListErrors = listed.errors;
+      if (listed.blocks !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks - seen.freeBlocks);
+      const a = this.alloc;
+      const expect: [string, number, number][] = [
+        ['objectCount', a.objectCount, seen.objects], ['linkCount', a.linkCount, seen.links],
+        ['allocatedBytes', a.allocatedBytes, seen.allocated], ['utilizedBytes', a.utilizedBytes, seen.utilized],
+        ['freeBytes', a.freeBytes, seen.free],
+      ];
+      if (report.unaccountedBytes === 0) {
+        for (const [name, kept, found] of expect) if (kept !== found) report.statsErrors.push(`${name}: kept ${kept}, found ${found}`);
+      }
+    }
+    report.ok = report.corrupt.length === 0 && report.freeListErrors === 0 && report.unaccountedBytes === 0 && report.statsErrors.length === 0;
+    return report;
+  }
+
+  /**
+   * msync every segment and fsync the meta file: what was stored before survives power loss.
+   * @throws PILE_CLOSED
+   */
+  flush(): void {
+    this.open();
+    if (!this.persistent || this.readonly) return;
+    for (const seg of this.segments) seg.sync();
+    this.meta!.sync();
+  }
+
+  /** Clean shutdown: saves allocator state and marks the pile clean so the next open does not scan. Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    try {
+      if (this.persistent && !this.readonly && this.meta !== undefined) {
+        for (const seg of this.segments) seg.sync();
+        this.meta.writeCleanState(this.alloc.snapshot());
+        this.meta.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount: this.segments.length, clean: true });
+        this.meta.sync();
+      }
+    } finally {
+      this.releaseFiles();
+    }
+  }
+
+  /** True once close() ran. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  // ------------------------------------------------- raw blocks (for @pile/cache and @pile/graph)
+
+  /**
+   * A zeroed, mutable block of `size` bytes, for index structures that are updated in place
+   * through {@link rawBuffer}. Raw blocks carry no checksum; `tag` (0..2^32-1) says who owns it.
+   * @throws PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
+   */
+  allocRaw(size: number, tag: number): PilePointer {
+    this.writable();
+    if (!Number.isSafeInteger(size) || size < 0) throw invalid('size', `expected a non-negative integer, got ${String(size)}`);
+    if (!Number.isInteger(tag) || tag < 0 || tag > 0xffffffff) throw invalid('tag', `expected a u32, got ${String(tag)}`);
+    this.pKind = KIND_RAW;
+    this.pLen = RAW_PREFIX + size;
+    this.pValue = tag;
+    return this.store(this.pLen, 0);
+  }
+
+  /**
+   * The bytes of a raw block, as a Buffer over the pile's memory (no copy): writes go straight
+   * to the pile. 8-byte aligned, so Float64Array/Uint32Array views over it work. Valid until
+   * the block is deleted or the pile is closed.
+   * @throws PILE_INVALID_POINTER when `ptr` is not a raw block, PILE_STALE_POINTER, PILE_CLOSED
+   */
+  rawBuffer(ptr: PilePointer): Buffer {
+    this.open();
+    this.resolve(ptr, false);
+    if (kindOf(this.hSeg.u32[(this.hOff >>> 2) + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    const start = this.hOff + BLOCK_HEADER_SIZE + RAW_PREFIX;
+    return this.hSeg.buf.subarray(start, this.hOff + BLOCK_HEADER_SIZE + this.hSeg.u32[(this.hOff >>> 2) + 2]!);
+  }
+
+  /** The owner tag of a raw block. @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED */
+  rawTag(ptr: PilePointer): number {
+    this.open();
+    this.resolve(ptr, false);
+    if (kindOf(this.hSeg.u32[(this.hOff >>> 2) + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    return this.hSeg.u32[(this.hOff + BLOCK_HEADER_SIZE) >>> 2]!;
+  }
+
+  // ------------------------------------------------------------ typed records (used by TypedView)
+
+  /** @internal */
+  putTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): PilePointer {
+    this.writable();
+    this.prepareTyped(id, codec, value);
+    return this.store(this.pLen, 0);
+  }
+
+  /** @internal */
+  setTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>, value: unknown): void {
+    this.writable();
+    this.resolve(ptr, true);
+    this.checkTypedId(ptr, id);
+    this.prepareTyped(id, codec, value);
+    this.replace();
+  }
+
+  /** @internal */
+  getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
+    this.open();
+    this.resolve(ptr, true);
+    const start = this.checkTypedId(ptr, id);
+    const seg = this.dSeg;
+    return codec.decode(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
+  }
+
+  /** @internal */
+  fieldTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>, key: never): unknown {
+    this.open();
+    this.resolve(ptr, true);
+    const start = this.checkTypedId(ptr, id);
+    const seg = this.dSeg;
+    return codec.field(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX, key);
+  }
+
+  // ------------------------------------------------------------------------- internals
+
+  private checkTypedId(ptr: PilePointer, id: number): number {
+    const w = this.dSeg.u32[(this.dOff >>> 2) + 1]!;
+    const start = this.dOff + BLOCK_HEADER_SIZE;
+    if (kindOf(w) !== KIND_TYPED || this.dSeg.view.getUint16(start, true) !== id) {
+      throw new PileError('PILE_SCHEMA_MISMATCH', `record ${ptr} is not a '${this.codecs.get(id)?.name ?? id}' record`);
+    }
+    return start + TYPED_PREFIX;
+  }
+
+  private open(): void {
+    if (this.closed) throw closedError();
+  }
+
+  private writable(): void {
+    if (this.closed) throw closedError();
+    if (this.readonly) throw new PileError('PILE_READONLY', `pile ${this.dir ?? ''} is open read-only`);
+  }
+
+  private addrOf(seg: Segment, off: number): number {
+    return seg.index * this.segmentSize + off;
+  }
+
+  private pointerOf(seg: number, off: number, gen: number): PilePointer {
+    return (((gen & this.tagMask) * SEGMENT_DIV + seg) * this.offsetDiv + off / 8) as PilePointer;
+  }
+
+  /** Sets pKind/pLen and what write() needs for `value`. */
+  private prepare(value: unknown): void {
+    this.pBytes = undefined;
+    this.pValue = value;
+    if (typeof value === 'string') {
+      this.pKind = KIND_STRING;
+      this.pLen = Buffer.byteLength(value, 'utf8');
+    } else if (value instanceof Uint8Array) {
+      this.pKind = Buffer.isBuffer(value) ? KIND_BUFFER : KIND_BYTES;
+      this.pLen = value.length;
+    } else {
+      // pack() may persist new record structures through saveCatalog(), which reuses the scratch fields.
+      const bytes = this.packr.pack(value);
+      this.pKind = KIND_MSGPACK;
+      this.pBytes = bytes;
+      this.pValue = value;
+      this.pLen = bytes.length;
+    }
+  }
+
+  private prepareTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): void {
+    this.pKind = KIND_TYPED;
+    this.pLen = TYPED_PREFIX + codec.measure(value);
+    this.pValue = value;
+    this.pCodec = codec;
+    this.pSchemaId = id;
+  }
+
+  /** Writes the prepared payload at `p` of `seg`. */
+  private writePayload(seg: Segment, p: number): void {
+    switch (this.pKind) {
+      case KIND_STRING:
+        seg.buf.write(this.pValue as string, p, this.pLen, 'utf8');
+        break;
+      case KIND_BYTES:
+      case KIND_BUFFER:
+        seg.buf.set(this.pValue as Uint8Array, p);
+        break;
+      case KIND_MSGPACK:
+      case KIND_CATALOG:
+        seg.buf.set(this.pBytes!, p);
+        break;
+      case KIND_TYPED:
+        seg.u32[p >>> 2] = this.pSchemaId;
+        seg.u32[(p >>> 2) + 1] = 0;
+        this.pCodec!.encode(this.pValue, seg.buf, seg.view, p + TYPED_PREFIX);
+        break;
+      case KIND_RAW:
+        seg.u32[p >>> 2] = this.pValue as number;
+        seg.buf.fill(0, p + 4, p + this.pLen);
+        break;
+      default:
+        throw new Error(`unexpected kind ${this.pKind}`);
+    }
+  }
+
+  /** Allocates a block with room for `room` payload bytes, writes the prepared value, commits it. */
+  private store(room: number, flags: number): PilePointer {
+    const addr = this.alloc.alloc(blockSizeFor(room));
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const seg = this.segments[segIdx]!;
+    const off = addr - segIdx * this.segmentSize;
+    this.writePayload(seg, off + BLOCK_HEADER_SIZE);
+    const gen = this.commit(seg, off, this.pKind, flags, this.pLen);
+    return this.pointerOf(segIdx, off, gen);
+  }
+
+  /**
+   * Writes length, checksum and then the state word: a crash before the last store leaves
+   * the block RESERVED (freed by recovery), never a half-written USED record.
+   */
+  private commit(seg: Segment, off: number, kind: number, flags: number, length: number): number {
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const gen = genOf(u32[h + 1]!);
+    const used = word1(gen, kind, STATE_USED, flags);
+    u32[h + 1] = word1(gen, kind, STATE_RESERVED, flags);
+    u32[h + 2] = length;
+    u32[h + 3] = kind === KIND_RAW ? 0 : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
+    u32[h + 1] = used;
+    this.alloc.countUsed(used, length);
+    return gen;
+  }
+
+  private release(addr: number): void {
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const seg = this.segments[segIdx]!;
+    const off = addr - segIdx * this.segmentSize;
+    const w = seg.u32[(off >>> 2) + 1]!;
+    if (this.recovering) {
+      // Free lists are not built yet: only mark it; rebuild() links and merges it.
+      seg.u32[(off >>> 2) + 1] = word1(genOf(w), 0, STATE_FREE, 0);
+      return;
+    }
+    if (stateOf(w) === STATE_USED) this.alloc.uncountUsed(w, seg.u32[(off >>> 2) + 2]!);
+    this.alloc.free(addr);
+  }
+
+  /** set(): the prepared value replaces the record resolved in hSeg/hOff (head) and dSeg/dOff (data). */
+  private replace(): void {
+    const hSeg = this.hSeg;
+    const hOff = this.hOff;
+    const linked = hSeg !== this.dSeg || hOff !== this.dOff;
+    const hAddr = this.addrOf(hSeg, hOff);
+    const dAddr = this.addrOf(this.dSeg, this.dOff);
+    const kind = this.pKind;
+    const len = this.pLen;
+    let target: number;
+    let oldBody = 0;
+    if (len <= hSeg.u32[hOff >>> 2]! - BLOCK_HEADER_SIZE) {
+      target = hAddr;
+      if (linked) oldBody = dAddr;
+    } else if (linked && len <= this.dSeg.u32[this.dOff >>> 2]! - BLOCK_HEADER_SIZE) {
+      target = dAddr;
+    } else {
+      target = 0;
+    }
+    if (target !== 0) {
+      // Journal = the whole new payload; replayed by recovery if the copy below is torn.
+      const jAddr = this.alloc.alloc(blockSizeFor(JOURNAL_PREFIX + len));
+      const j = this.seat(jAddr);
+      const p = j.off + BLOCK_HEADER_SIZE;
+      this.writePayload(j.seg, p + JOURNAL_PREFIX);
+      this.writeJournalHead(j.seg, p, JOURNAL_INPLACE, kind, target, 0, oldBody);
+      this.commit(j.seg, j.off, KIND_JOURNAL, 0, JOURNAL_PREFIX + len);
+      this.applyJournal(j.seg, j.off);
+      this.release(jAddr);
+      return;
+    }
+    // Grown past both blocks: new body, then the head becomes a link to it.
+    const bAddr = this.alloc.alloc(blockSizeFor(len));
+    const b = this.seat(bAddr);
+    this.writePayload(b.seg, b.off + BLOCK_HEADER_SIZE);
+    this.commit(b.seg, b.off, kind, FLAG_BODY, len);
+    const jAddr = this.alloc.alloc(blockSizeFor(JOURNAL_PREFIX));
+    const j = this.seat(jAddr);
+    this.writeJournalHead(j.seg, j.off + BLOCK_HEADER_SIZE, JOURNAL_LINK, KIND_LINK, hAddr, bAddr, linked ? dAddr : 0);
+    this.commit(j.seg, j.off, KIND_JOURNAL, 0, JOURNAL_PREFIX);
+    this.applyJournal(j.seg, j.off);
+    this.release(jAddr);
+  }
+
+  private seat(addr: number): { seg: Segment; off: number } {
+    const segIdx = Math.floor(addr / this.segmentSize);
+    return { seg: this.segments[segIdx]!, off: addr - segIdx * this.segmentSize };
+  }
+
+  private writeJournalHead(seg: Segment, p: number, op: number, kind: number, target: number, body: number, oldBody: number): void {
+    seg.u32[p >>> 2] = op;
+    seg.u32[(p >>> 2) + 1] = kind;
+    seg.f64[(p + 8) >>> 3] = target;
+    seg.f64[(p + 16) >>> 3] = body;
+    seg.f64[(p + 24) >>> 3] = oldBody;
+  }
+
+  /** Carries out a committed journal record. Idempotent, so recovery may run it again. */
+  private applyJournal(jSeg: Segment, jOff: number): void {
+    const p = jOff + BLOCK_HEADER_SIZE;
+    const op = jSeg.u32[p >>> 2]!;
+    const kind = jSeg.u32[(p >>> 2) + 1]!;
+    const t = this.seat(jSeg.f64[(p + 8) >>> 3]!);
+    const body = jSeg.f64[(p + 16) >>> 3]!;
+    const oldBody = jSeg.f64[(p + 24) >>> 3]!;
+    const tw = t.seg.u32[(t.off >>> 2) + 1]!;
+    const tFlags = flagsOf(tw) & FLAG_BODY;
+    const wasUsed = stateOf(tw) === STATE_USED;
+    if (wasUsed) this.alloc.uncountUsed(tw, t.seg.u32[(t.off >>> 2) + 2]!);
+    const tp = t.off + BLOCK_HEADER_SIZE;
+    let len: number;
+    if (op === JOURNAL_INPLACE) {
+      len = jSeg.u32[(jOff >>> 2) + 2]! - JOURNAL_PREFIX;
+      jSeg.buf.copy(t.seg.buf, tp, p + JOURNAL_PREFIX, p + JOURNAL_PREFIX + len);
+    } else {
+      len = 8;
+      t.seg.f64[tp >>> 3] = body;
+    }
+    this.commit(t.seg, t.off, kind, tFlags, len);
+    if (oldBody !== 0) {
+      const o = this.seat(oldBody);
+      const ow = o.seg.u32[(o.off >>> 2) + 1]!;
+      if (stateOf(ow) === STATE_USED && (flagsOf(ow) & FLAG_BODY) !== 0) this.release(oldBody);
+    }
+  }
+
+  /**
+   * Decodes `ptr` and checks the block it names; sets hSeg/hOff and, following a link, dSeg/dOff.
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CORRUPT
+   */
+  private resolve(ptr: PilePointer, follow: boolean): void {
+    if (!this.tryResolve(ptr, follow)) {
+      throw new PileError('PILE_STALE_POINTER', `pointer ${ptr} names a record that was deleted (segment ${this.hSeg.index}, offset ${this.hOff})`);
+    }
+  }
+
+  /** resolve() that answers false for a stale pointer instead of throwing. */
+  private tryResolve(ptr: PilePointer, follow = true): boolean {
+    if (typeof ptr !== 'number' || !Number.isSafeInteger(ptr) || ptr <= 0) {
+      throw new PileError('PILE_INVALID_POINTER', `${String(ptr)} is not a pile pointer`);
+    }
+    const off8 = ptr % this.offsetDiv;
+    const rest = (ptr - off8) / this.offsetDiv;
+    const segIdx = rest % SEGMENT_DIV;
+    const tag = (rest - segIdx) / SEGMENT_DIV;
+    const off = off8 * 8;
+    let seg = this.segments[segIdx];
+    if (seg === undefined && this.readonly) seg = this.mapNewSegments(segIdx);
+    if (seg === undefined || tag > this.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
+      throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);
+    }
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const w = u32[h + 1]!;
+    this.hSeg = seg;
+    this.hOff = off;
+    if ((genOf(w) & this.tagMask) !== tag || stateOf(w) !== STATE_USED) return false;
+    const size = u32[h]!;
+    const kind = kindOf(w);
+    if (!this.alloc.saneSize(off, size) || (flagsOf(w) & FLAG_BODY) !== 0 || kind === KIND_CATALOG || kind === KIND_JOURNAL || kind === 0 || kind > KIND_BUFFER) {
+      throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) does not name a record`);
+    }
+    this.checkRead(seg, off, size);
+    this.dSeg = seg;
+    this.dOff = off;
+    if (kind === KIND_LINK && follow) {
+      if (!this.locateBody(seg, off)) throw this.corruptError(seg, off, 'link to a block that is not a live body');
+      this.checkRead(this.dSeg, this.dOff, this.dSeg.u32[this.dOff >>> 2]!);
+    }
+    return true;
+  }
+
+  private checkRead(seg: Segment, off: number, size: number): void {
+    const length = seg.u32[(off >>> 2) + 2]!;
+    if (length > size - BLOCK_HEADER_SIZE) throw this.corruptError(seg, off, `payload length ${length} exceeds block size ${size}`);
+    if (this.verifyOnRead) {
+      const reason = this.checkBlock(seg, off);
+      if (reason !== undefined) throw this.corruptError(seg, off, reason);
+    }
+  }
+
+  /** Sets dSeg/dOff to the body a link block points at; false when that is not a live body. */
+  private locateBody(seg: Segment, off: number): boolean {
+    const target = seg.f64[(off + BLOCK_HEADER_SIZE) >>> 3]!;
+    if (!Number.isSafeInteger(target) || target <= 0) return false;
+    const segIdx = Math.floor(target / this.segmentSize);
+    const bSeg = this.segments[segIdx];
+    const bOff = target - segIdx * this.segmentSize;
+    if (bSeg === undefined || bOff < SEGMENT_HEADER_SIZE || (bOff & 7) !== 0 || bOff > this.segmentSize - 32) return false;
+    const bw = bSeg.u32[(bOff >>> 2) + 1]!;
+    if (stateOf(bw) !== STATE_USED || (flagsOf(bw) & FLAG_BODY) === 0 || !this.alloc.saneSize(bOff, bSeg.u32[bOff >>> 2]!)) return false;
+    this.dSeg = bSeg;
+    this.dOff = bOff;
+    return true;
+  }
+
+  /** Why the used block at `off` is damaged, or undefined when its checksum and fields hold. */
+  private checkBlock(seg: Segment, off: number): string | undefined {
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const size = u32[h]!;
+    const w = u32[h + 1]!;
+    const length = u32[h + 2]!;
+    const kind = kindOf(w);
+    if (kind === 0 || kind > KIND_BUFFER) return `unknown record kind ${kind}`;
+    if (length > size - BLOCK_HEADER_SIZE) return `payload length ${length} exceeds block size ${size}`;
+    if (kind === KIND_RAW) return undefined;
+    if (blockChecksum(seg.buf, u32, off, size, checkedWord1(w), length) !== u32[h + 3]) return 'checksum mismatch';
+    return undefined;
+  }
+
+  private corruptAt(seg: Segment, off: number, reason: string): CorruptRecord {
+    const r: CorruptRecord = { segment: seg.index, offset: off, reason };
+    if (seg.file !== undefined) r.file = seg.file;
+    return r;
+  }
+
+  private corruptError(seg: Segment, off: number, reason: string): PileError {
+    const where = seg.file ?? `in-memory segment ${seg.index}`;
+    return new PileError('PILE_CORRUPT', `${where} (segment ${seg.index}), record at offset ${off}: ${reason}`);
+  }
+
+  private payloadSize(seg: Segment, off: number): number {
+    const w = seg.u32[(off >>> 2) + 1]!;
+    const len = seg.u32[(off >>> 2) + 2]!;
+    const kind = kindOf(w);
+    return kind === KIND_TYPED ? len - TYPED_PREFIX : kind === KIND_RAW ? len - RAW_PREFIX : len;
+  }
+
+  private decodeAt(seg: Segment, off: number): unknown {
+    const w = seg.u32[(off >>> 2) + 1]!;
+    const len = seg.u32[(off >>> 2) + 2]!;
+    const p = off + BLOCK_HEADER_SIZE;
+    switch (kindOf(w)) {
+      case KIND_STRING:
+        return seg.buf.toString('utf8', p, p + len);
+      case KIND_BYTES: {
+        const out = new Uint8Array(len);
+        out.set(seg.buf.subarray(p, p + len));
+        return out;
+      }
+      case KIND_BUFFER:
+        return Buffer.from(seg.buf.subarray(p, p + len));
+      case KIND_RAW:
+        return Buffer.from(seg.buf.subarray(p + RAW_PREFIX, p + len));
+      case KIND_MSGPACK:
+        try {
+          return this.packr.unpack(seg.buf.subarray(p, p + len));
+        } catch (err) {
+          throw this.corruptError(seg, off, `msgpack decode failed: ${(err as Error).message}`);
+        }
+      case KIND_TYPED: {
+        const id = seg.view.getUint16(p, true);
+        const c = this.codecs.get(id);
+        if (c === undefined) {
+          const name = Object.entries(this.catalog.schemas).find(([, s]) => s.id === id)?.[0];
+          throw new PileError('PILE_SCHEMA_MISMATCH', name === undefined
+            ? `record at segment ${seg.index} offset ${off} uses schema id ${id}, unknown to this pile`
+            : `record at segment ${seg.index} offset ${off} is typed by schema '${name}': register it first with pile.schema('${name}', zodSchema)`);
+        }
+        return c.codec.decode(seg.buf, seg.view, p + TYPED_PREFIX, len - TYPED_PREFIX);
+      }
+      default:
+        throw this.corruptError(seg, off, `unknown record kind ${kindOf(w)}`);
+    }
+  }
+
+  // ------------------------------------------------------------------- catalog and files
+
+  private saveCatalog(): void {
+    if (this.readonly) throw new PileError('PILE_READONLY', 'the pile is open read-only');
+    if (!this.persistent) return;
+    this.pKind = KIND_CATALOG;
+    this.pBytes = Buffer.from(JSON.stringify(this.catalog), 'utf8');
+    this.pLen = this.pBytes.length;
+    const ptr = this.store(this.pLen, 0);
+    const segIdx = Math.floor(ptr / this.offsetDiv) % SEGMENT_DIV;
+    const addr = segIdx * this.segmentSize + (ptr % this.offsetDiv) * 8;
+    const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr };
+    const which: 0 | 1 = this.slotIndex === 0 ? 1 : 0;
+    this.meta!.writeSlot(which, next);
+    const old = this.catalogAddr;
+    this.slot = next;
+    this.slotIndex = which;
+    this.catalogAddr = addr;
+    if (old !== 0) this.release(old);
+  }
+
+  /** Reads the catalog the current slot names; false when the slot's record is not a valid catalog. */
+  private readCatalog(slot: CatalogSlot): boolean {
+    const segIdx = Math.floor(slot.addr / this.segmentSize);
+    const seg = this.segments[segIdx];
+    const off = slot.addr - segIdx * this.segmentSize;
+    if (seg === undefined || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || (off & 7) !== 0) return false;
+    const w = seg.u32[(off >>> 2) + 1]!;
+    if (stateOf(w) !== STATE_USED || kindOf(w) !== KIND_CATALOG || !this.alloc.saneSize(off, seg.u32[off >>> 2]!)) return false;
+    if (this.checkBlock(seg, off) !== undefined) return false;
+    const len = seg.u32[(off >>> 2) + 2]!;
+    try {
+      const c = JSON.parse(seg.buf.toString('utf8', off + BLOCK_HEADER_SIZE, off + BLOCK_HEADER_SIZE + len)) as Catalog;
+      this.catalog = { roots: c.roots ?? {}, structures: c.structures ?? [], schemas: c.schemas ?? {}, nextSchemaId: c.nextSchemaId ?? 1 };
+    } catch {
+      return false;
+    }
+    this.catalogAddr = slot.addr;
+    this.slot = slot;
+    return true;
+  }
+
+  /** Picks the newest catalog slot that names a valid catalog record. */
+  private loadCatalog(): void {
+    const slots = this.meta!.readSlots();
+    const order = ([0, 1] as const).filter((i) => slots[i] !== undefined).sort((a, b) => slots[b]!.seq - slots[a]!.seq);
+    for (const i of order) {
+      if (this.readCatalog(slots[i]!)) {
+        this.slotIndex = i;
+        return;
+      }
+    }
+    if (order.length > 0) {
+      throw new PileError('PILE_CORRUPT', `meta file ${path.join(this.dir!, META_FILE_NAME)}: no catalog slot names a valid catalog record (offset 64)`);
+    }
+  }
+
+  /** A read-only pile follows the writer's catalog updates. */
+  private refreshCatalog(): void {
+    if (this.meta === undefined) return;
+    const slots = this.meta.readSlots();
+    const best = [slots[0], slots[1]].filter((s): s is CatalogSlot => s !== undefined).sort((a, b) => b.seq - a.seq)[0];
+    if (best === undefined || best.seq === this.slot.seq) return;
+    this.mapNewSegments(Math.floor(best.addr / this.segmentSize));
+    const structuresBefore = this.catalog.structures.length;
+    if (this.readCatalog(best) && this.catalog.structures.length !== structuresBefore) {
+      (this.packr as unknown as { structures: unknown }).structures = this.catalog.structures;
+    }
+  }
+
+  private mapNewSegments(upTo: number): Segment | undefined {
+    if (this.meta === undefined) return undefined;
+    const count = Math.min(this.meta.readHeader().segmentCount, MAX_SEGMENTS);
+    while (this.segments.length < count && this.segments.length <= upTo) {
+      this.segments.push(Segment.open(this.dir!, this.segments.length, this.segmentSize, this.pileId, true));
+    }
+    return this.segments[upTo];
+  }
+
+  private addSegment(): Segment {
+    const index = this.segments.length;
+    if ((index + 1) * this.segmentSize > this.maxMemory) {
+      throw new PileError('PILE_OUT_OF_SPACE', `maxMemory ${this.maxMemory} reached (${index} segments of ${this.segmentSize} bytes)`);
+    }
+    if (index >= MAX_SEGMENTS) throw new PileError('PILE_OUT_OF_SPACE', `a pile holds at most ${MAX_SEGMENTS} segments`);
+    const seg = this.persistent ? Segment.create(this.dir!, index, this.segmentSize, this.pileId) : Segment.inMemory(index, this.segmentSize, this.pileId);
+    this.segments.push(seg);
+    // The file is complete before the meta file counts it, so a counted segment is never half-made.
+    this.meta?.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount: this.segments.length, clean: false });
+    return seg;
+  }
+
+  private openFiles(dir: string, options: PileOptions, segmentSize: number, pileId: number, create: boolean) {
+    try {
+      if (!this.readonly) fs.mkdirSync(dir, { recursive: true });
+      else if (!fs.statSync(dir).isDirectory()) throw new Error('not a directory');
+    } catch (err) {
+      throw invalid('dir', `can not use directory ${dir}: ${(err as Error).message}`);
+    }
+    if (!this.readonly) this.lock = DirectoryLock.acquire(dir);
+    try {
+      this.meta = MetaFile.open(dir, this.readonly);
+      if (this.meta === undefined) {
+        if (fs.existsSync(path.join(dir, segmentFileName(0)))) {
+          throw new PileError('PILE_CORRUPT', `${path.join(dir, META_FILE_NAME)} is missing but ${dir} holds segment files`);
+        }
+        if (this.readonly || !create) throw invalid('dir', `${dir} is not a pile (no ${META_FILE_NAME})`);
+        this.meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false });
+        return { existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
+      }
+      const h = this.meta.readHeader();
+      if (options.segmentSize !== undefined && options.segmentSize !== h.segmentSize) {
+        throw invalid('segmentSize', `${options.segmentSize} differs from the pile's ${h.segmentSize} in ${dir}`);
+      }
+      if (h.segmentSize < MiB || h.segmentSize > GiB || (h.segmentSize & (h.segmentSize - 1)) !== 0) {
+        throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment size ${h.segmentSize} at offset 8`);
+      }
+      if (h.segmentCount > MAX_SEGMENTS) throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment count ${h.segmentCount} at offset 16`);
+      return { existing: true, segmentSize: h.segmentSize, pileId: h.pileId, clean: h.clean, segmentCount: h.segmentCount };
+    } catch (err) {
+      this.releaseFiles();
+      throw err;
+    }
+  }
+
+  private load(segmentCount: number, clean: boolean, onProgress: PileOptions['onProgress']): void {
+    const dir = this.dir!;
+    for (let i = 0; i < segmentCount; i++) {
+      this.segments.push(Segment.open(dir, i, this.segmentSize, this.pileId, this.readonly));
+    }
+    if (this.readonly) {
+      this.loadCatalog();
+      this.alloc.countOnly();
+      return;
+    }
+    // Mark the pile in use before the first write: a crash from now on makes the next open recover.
+    this.meta!.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount, clean: false });
+    this.meta!.sync();
+    const state = clean ? this.meta!.readCleanState() : undefined;
+    if (state !== undefined && this.alloc.restore(state)) {
+      this.loadCatalog();
+      return;
+    }
+    this.recover(onProgress);
+  }
+
+  /** After an unclean shutdown: replay journals, drop torn records and orphans, rebuild free lists. */
+  private recover(onProgress: PileOptions['onProgress']): void {
+    const r = this.lastRecovery;
+    r.ran = true;
+    this.recovering = true;
+    const total = this.segments.length * 3;
+    let done = 0;
+    const progress = (): void => onProgress?.({ phase: 'recover', done: ++done, total });
+    // 1. Replay committed journals: they complete a set() that the crash interrupted.
+    const journals: number[] = [];
+    this.walkUsed((seg, off, w) => {
+      if (kindOf(w) === KIND_JOURNAL && this.checkBlock(seg, off) === undefined) journals.push(this.addrOf(seg, off));
+    }, progress);
+    // Counters are rebuilt at the end; replay must not drift them meanwhile.
+    for (const a of journals) {
+      const j = this.seat(a);
+      this.applyJournal(j.seg, j.off);
+      j.seg.u32[(j.off >>> 2) + 1] = word1(genOf(j.seg.u32[(j.off >>> 2) + 1]!), 0, STATE_FREE, 0);
+      r.journalsReplayed++;
+    }
+    this.loadCatalog();
+    // 2. Drop torn records, and find link targets.
+    const bodies = new Set<number>();
+    const links: number[] = [];
+    this.walkUsed((seg, off, w) => {
+      const reason = this.checkBlock(seg, off);
+      if (reason !== undefined) {
+        seg.u32[(off >>> 2) + 1] = word1(genOf(w), 0, STATE_FREE, 0);
+        r.tornRecords++;
+        return;
+      }
+      const kind = kindOf(w);
+      if (kind === KIND_LINK) links.push(this.addrOf(seg, off));
+      else if (kind === KIND_CATALOG && this.addrOf(seg, off) !== this.catalogAddr) {
+        seg.u32[(off >>> 2) + 1] = word1(genOf(w), 0, STATE_FREE, 0);
+        r.orphansFreed++;
+      } else if (flagsOf(w) & FLAG_BODY) bodies.add(this.addrOf(seg, off));
+    }, progress, r.corrupt);
+    // 3. A body no link reaches was written by a set() that never committed its journal.
+    for (const a of links) {
+      const l = this.seat(a);
+      if (this.locateBody(l.seg, l.off)) bodies.delete(this.addrOf(this.dSeg, this.dOff));
+      else {
+        l.seg.u32[(l.off >>> 2) + 1] = word1(genOf(l.seg.u32[(l.off >>> 2) + 1]!), 0, STATE_FREE, 0);
+        r.tornRecords++;
+      }
+    }
+    for (const a of bodies) {
+      const b = this.seat(a);
+      b.seg.u32[(b.off >>> 2) + 1] = word1(genOf(b.seg.u32[(b.off >>> 2) + 1]!), 0, STATE_FREE, 0);
+      r.orphansFreed++;
+    }
+    this.recovering = false;
+    this.alloc.rebuild(() => progress());
+  }
+
+  /** Calls `fn` for each USED block; a damaged block size ends that segment's walk (recorded in `corrupt`). */
+  private walkUsed(fn: (seg: Segment, off: number, w: number) => void, progress: () => void, corrupt?: CorruptRecord[]): void {
+    for (const seg of this.segments) {
+      let off = SEGMENT_HEADER_SIZE;
+      while (off < this.segmentSize) {
+        const size = seg.u32[off >>> 2]!;
+        if (!this.alloc.saneSize(off, size)) {
+          corrupt?.push(this.corruptAt(seg, off, `bad block size ${size}; the rest of the segment is left untouched`));
+          break;
+        }
+        const w = seg.u32[(off >>> 2) + 1]!;
+        if (stateOf(w) === STATE_USED) fn(seg, off, w);
+        off += size;
+      }
+      progress();
+    }
+  }
+
+  private checkFreeLists(): { errors: number; blocks: number } {
+    let errors = 0;
+    let blocks = 0;
+    const limit = this.segments.length * (this.segmentSize / 32) + 1;
+    for (let c = 0; c < NUM_CLASSES; c++) {
+      let a = this.alloc.heads[c]!;
+      let prev = 0;
+      let steps = 0;
+      while (a !== 0) {
+        if (++steps > limit) { errors++; break; }
+        const segIdx = Math.floor(a / this.segmentSize);
+        const seg = this.segments[segIdx];
+        const off = a - segIdx * this.segmentSize;
+        if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) { errors++; break; }
+        const size = seg.u32[off >>> 2]!;
+        if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !this.alloc.saneSize(off, size) || sizeClass(size) !== c) { errors++; break; }
+        if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
+        blocks++;
+        prev = a;
+        a = seg.f64[(off + 16) >>> 3]!;
+      }
+    }
+    return { errors, blocks };
+  }
+
+  private releaseFiles(): void {
+    this.closed = true;
+    this.meta?.close();
+    this.meta = undefined;
+    this.lock?.release();
+    this.lock = undefined;
+    // mmap-io unmaps when a mapping's Buffer is collected: drop every reference to them.
+    this.segments.length = 0;
+    this.hSeg = this.dSeg = undefined as unknown as Segment;
+    this.codecs.clear();
+    this.pValue = undefined;
+    this.pBytes = undefined;
+  }
+}
+
+function closedError(): PileError {
+  return new PileError('PILE_CLOSED', 'the pile is closed');
+}

@@ -1,0 +1,476 @@
+import { fixedSize, type LayoutField, type LayoutNode, type LiteralValue } from './SchemaLayout';
+
+/**
+ * JavaScript source of a specialised codec for one top-level object layout, plus the constants it
+ * refers to. Compiled once per schema by `compileSchema`, so that measuring, encoding and decoding a
+ * record runs straight-line code with no per-field dispatch.
+ *
+ * Record layout (all integers little endian, offsets relative to the record start so records can move):
+ *   [u16 fieldCount] [fixed section] [variable section]
+ * The fixed section holds every top-level field in declaration order at an offset known at compile time;
+ * nested objects are inlined into it. Per kind, the fixed slot is:
+ *   float64 / date (ms)             8 bytes   setFloat64
+ *   int32                           4 bytes   -2^31 stands for -0 (int32 is only used when the bounds exclude -2^31)
+ *   int64 / uint64                  8 bytes
+ *   boolean                         1 byte    0 / 1
+ *   enum                            1 byte (<= 256 values) or 2 bytes: index of the value
+ *   string / bytes                  u32 offset, u32 byte length -> UTF-8 / raw bytes in the variable section
+ *   array                           u32 offset, u32 count -> count fixed slots of the element (stride = its fixed
+ *                                   size) in the variable section, followed by the elements' own variable data
+ *   maybe (optional / nullable)     u8 tag (0 undefined, 1 null, 2 present) then the inner slot (zeroed if absent)
+ *   object                          its fields' slots, back to back
+ * fieldCount lets a newer schema (extra optional fields appended) read older records: slots past it are absent.
+ */
+export interface GeneratedCodec {
+  readonly source: string;
+  readonly constants: unknown[];
+}
+
+type PathPart = string | { readonly v: string };
+type Path = readonly PathPart[];
+interface Pos {
+  readonly base: string;
+  readonly off: number;
+}
+
+/** Values of enums above this size are looked up in a Map instead of a switch. */
+const SWITCH_LIMIT = 16;
+
+/**
+ * Buffer#utf8Write / #utf8Slice skip the encoding-name handling of write()/toString() (about 10-20% on
+ * short strings); they are long-standing but undocumented, so fall back if a runtime lacks them.
+ */
+const HAS_FAST_UTF8 =
+  typeof (Buffer.prototype as unknown as Record<string, unknown>)['utf8Write'] === 'function' &&
+  typeof (Buffer.prototype as unknown as Record<string, unknown>)['utf8Slice'] === 'function';
+const UTF8_WRITE = (str: string, off: string): string => (HAS_FAST_UTF8 ? `buf.utf8Write(${str}, ${off})` : `buf.write(${str}, ${off}, "utf8")`);
+const UTF8_SLICE = (start: string, end: string): string =>
+  HAS_FAST_UTF8 ? `buf.utf8Slice(${start}, ${end})` : `buf.toString("utf8", ${start}, ${end})`;
+const ZERO_UNROLL = 16;
+
+function lit(v: LiteralValue): string {
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'bigint') return `${v}n`;
+  if (typeof v === 'number') return Object.is(v, -0) ? '-0' : String(v);
+  return String(v);
+}
+
+function at(p: Pos, extra = 0): string {
+  const off = p.off + extra;
+  return off === 0 ? p.base : `${p.base} + ${off}`;
+}
+
+function shift(p: Pos, extra: number): Pos {
+  return { base: p.base, off: p.off + extra };
+}
+
+function childPath(path: Path, name: string): Path {
+  return path.length === 0 ? [name] : [...path, `.${name}`];
+}
+
+function indexPath(path: Path, i: string): Path {
+  return [...path, '[', { v: i }, ']'];
+}
+
+/** JS expression building the human path; only evaluated when a violation is reported. */
+function renderPath(path: Path): string {
+  if (path.length === 0) return '"(root)"';
+  const out: string[] = [];
+  let text = '';
+  for (const part of path) {
+    if (typeof part === 'string') text += part;
+    else {
+      if (text !== '') out.push(JSON.stringify(text));
+      text = '';
+      out.push(part.v);
+    }
+  }
+  if (text !== '') out.push(JSON.stringify(text));
+  return out.join(' + ');
+}
+
+function describeExpected(node: LayoutNode): string {
+  switch (node.kind) {
+    case 'float64':
+      return 'number';
+    case 'int32':
+      return `integer in [${node.min}, ${node.max}]`;
+    case 'int64':
+    case 'uint64':
+      return 'bigint';
+    case 'date':
+      return 'Date';
+    case 'bytes':
+      return node.buffer ? 'Buffer' : 'Uint8Array';
+    case 'enum':
+      return `one of ${node.values.map(lit).join(', ')}`;
+    case 'maybe': {
+      const extra = [node.nullable ? 'null' : '', node.optional ? 'undefined' : ''].filter(Boolean).join(' | ');
+      return `${describeExpected(node.of)} | ${extra}`;
+    }
+    default:
+      return node.kind;
+  }
+}
+
+function isOmittable(node: LayoutNode): boolean {
+  return node.kind === 'maybe' && node.optional;
+}
+
+class Generator {
+  readonly constants: unknown[] = [];
+  private counter = 0;
+
+  private id(prefix: string): string {
+    return `${prefix}${this.counter++}`;
+  }
+
+  private constant(value: unknown): string {
+    this.constants.push(value);
+    return `K${this.constants.length - 1}`;
+  }
+
+  /** Statements that type-check `x` and add its variable-section bytes to `s`. */
+  measure(node: LayoutNode, x: string, path: Path): string {
+    const P = renderPath(path);
+    switch (node.kind) {
+      case 'float64':
+        return `if (typeof ${x} !== "number") fail(${P}, "number", ${x});\n`;
+      case 'int32':
+        return (
+          `if (typeof ${x} !== "number") fail(${P}, "number", ${x});\n` +
+          `else if ((${x} | 0) !== ${x} || ${x} < ${node.min} || ${x} > ${node.max}) failValue(${P}, ${JSON.stringify(describeExpected(node))}, ${x});\n`
+        );
+      case 'int64':
+      case 'uint64': {
+        const [lo, hi] = node.kind === 'int64' ? ['-9223372036854775808n', '9223372036854775807n'] : ['0n', '18446744073709551615n'];
+        return (
+          `if (typeof ${x} !== "bigint") fail(${P}, "bigint", ${x});\n` +
+          `else if (${x} < ${lo} || ${x} > ${hi}) failValue(${P}, "bigint in ${node.kind} range", ${x});\n`
+        );
+      }
+      case 'boolean':
+        return `if (typeof ${x} !== "boolean") fail(${P}, "boolean", ${x});\n`;
+      case 'string':
+        return `if (typeof ${x} !== "string") fail(${P}, "string", ${x});\ns += byteLength(${x});\n`;
+      case 'date':
+        return `if (!(${x} instanceof Date)) fail(${P}, "Date", ${x});\n`;
+      case 'bytes': {
+        const cls = node.buffer ? 'Buffer' : 'Uint8Array';
+        return `if (!(${x} instanceof ${cls})) fail(${P}, "${cls}", ${x});\ns += ${x}.byteLength;\n`;
+      }
+      case 'enum': {
+        const expected = JSON.stringify(describeExpected(node));
+        if (node.values.length > SWITCH_LIMIT) {
+          const map = this.constant(new Map(node.values.map((v, i) => [v, i])));
+          return `if (!${map}.has(${x})) failValue(${P}, ${expected}, ${x});\n`;
+        }
+        return `switch (${x}) { ${node.values.map((v) => `case ${lit(v)}:`).join(' ')} break; default: failValue(${P}, ${expected}, ${x}); }\n`;
+      }
+      case 'maybe': {
+        const expected = JSON.stringify(describeExpected(node));
+        return (
+          `if (${x} === undefined) { ${node.optional ? '' : `fail(${P}, ${expected}, ${x});`} }\n` +
+          `else if (${x} === null) { ${node.nullable ? '' : `fail(${P}, ${expected}, ${x});`} }\n` +
+          `else {\n${this.measure(node.of, x, path)}}\n`
+        );
+      }
+      case 'array': {
+        const n = this.id('n');
+        const i = this.id('i');
+        const e = this.id('e');
+        const stride = fixedSize(node.of);
+        return (
+          `if (!Array.isArray(${x})) fail(${P}, "array", ${x});\n` +
+          `const ${n} = ${x}.length;\n` +
+          (stride > 0 ? `s += ${n} * ${stride};\n` : '') +
+          `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${e} = ${x}[${i}];\n${this.measure(node.of, e, indexPath(path, i))}}\n`
+        );
+      }
+      case 'object': {
+        let code = `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
+        for (const f of node.fields) {
+          const fv = this.id('f');
+          code += `const ${fv} = ${x}[${JSON.stringify(f.name)}];\n${this.measure(f.type, fv, childPath(path, f.name))}`;
+        }
+        return code;
+      }
+    }
+  }
+
+  private zero(p: Pos, size: number): string {
+    if (size === 0) return '';
+    if (size <= ZERO_UNROLL) {
+      let code = '';
+      for (let k = 0; k < size; k++) code += `buf[${at(p, k)}] = 0; `;
+      return code;
+    }
+    return `buf.fill(0, ${at(p)}, ${at(p, size)}); `;
+  }
+
+  /** Statements writing `x` (already measured) at fixed position `p`, appending variable data at `v`. */
+  encode(node: LayoutNode, x: string, p: Pos): string {
+    switch (node.kind) {
+      case 'float64':
+        return `view.setFloat64(${at(p)}, ${x}, true);\n`;
+      case 'date':
+        return `view.setFloat64(${at(p)}, ${x}.getTime(), true);\n`;
+      case 'int32':
+        // -0 would be lost as an int32; the reserved -2^31 keeps the round trip exact.
+        return `view.setInt32(${at(p)}, ${x} === 0 && 1 / ${x} < 0 ? -2147483648 : ${x}, true);\n`;
+      case 'int64':
+        return `view.setBigInt64(${at(p)}, ${x}, true);\n`;
+      case 'uint64':
+        return `view.setBigUint64(${at(p)}, ${x}, true);\n`;
+      case 'boolean':
+        return `buf[${at(p)}] = ${x} ? 1 : 0;\n`;
+      case 'string': {
+        const w = this.id('w');
+        // utf8Write encodes straight into the segment and reports the byte count, so no temporary Buffer.
+        return (
+          `view.setUint32(${at(p)}, v - o, true);\n` +
+          `const ${w} = ${x}.length === 0 ? 0 : ${UTF8_WRITE(x, 'v')};\n` +
+          `view.setUint32(${at(p, 4)}, ${w}, true); v += ${w};\n`
+        );
+      }
+      case 'bytes':
+        return (
+          `view.setUint32(${at(p)}, v - o, true); view.setUint32(${at(p, 4)}, ${x}.byteLength, true);\n` +
+          `buf.set(${x}, v); v += ${x}.byteLength;\n`
+        );
+      case 'enum': {
+        const wide = fixedSize(node) === 2;
+        const store = (idx: string): string => (wide ? `view.setUint16(${at(p)}, ${idx}, true);` : `buf[${at(p)}] = ${idx};`);
+        if (node.values.length > SWITCH_LIMIT) {
+          const map = this.constant(new Map(node.values.map((v, i) => [v, i])));
+          return `${store(`${map}.get(${x})`)}\n`;
+        }
+        return `switch (${x}) { ${node.values.map((v, i) => `case ${lit(v)}: ${store(String(i))} break;`).join(' ')} }\n`;
+      }
+      case 'maybe': {
+        const innerSize = fixedSize(node.of);
+        const absent = (tag: number): string => `buf[${at(p)}] = ${tag}; ${this.zero(shift(p, 1), innerSize)}`;
+        let code = '';
+        if (node.optional) code += `if (${x} === undefined) { ${absent(0)}}\nelse `;
+        if (node.nullable) code += `if (${x} === null) { ${absent(1)}}\nelse `;
+        return `${code}{\nbuf[${at(p)}] = 2;\n${this.encode(node.of, x, shift(p, 1))}}\n`;
+      }
+      case 'array': {
+        const n = this.id('n');
+        const b = this.id('b');
+        const i = this.id('i');
+        const q = this.id('q');
+        const e = this.id('e');
+        const stride = fixedSize(node.of);
+        return (
+          `const ${n} = ${x}.length;\n` +
+          `view.setUint32(${at(p)}, v - o, true); view.setUint32(${at(p, 4)}, ${n}, true);\n` +
+          `const ${b} = v;\n` +
+          (stride > 0 ? `v += ${n} * ${stride};\n` : '') +
+          `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${q} = ${b} + ${i} * ${stride}, ${e} = ${x}[${i}];\n` +
+          `${this.encode(node.of, e, { base: q, off: 0 })}}\n`
+        );
+      }
+      case 'object': {
+        let code = '';
+        let off = 0;
+        for (const f of node.fields) {
+          const fv = this.id('f');
+          code += `const ${fv} = ${x}[${JSON.stringify(f.name)}];\n${this.encode(f.type, fv, shift(p, off))}`;
+          off += fixedSize(f.type);
+        }
+        return code;
+      }
+    }
+  }
+
+  /** Pushes the statements needed to decode the value at `p` onto `out` and returns its expression. */
+  decode(node: LayoutNode, p: Pos, out: string[], bytesCtor: { u8: string; buffer: string }): string {
+    switch (node.kind) {
+      case 'float64':
+        return `view.getFloat64(${at(p)}, true)`;
+      case 'date':
+        return `new Date(view.getFloat64(${at(p)}, true))`;
+      case 'int32': {
+        const t = this.id('t');
+        out.push(`const ${t} = view.getInt32(${at(p)}, true);`);
+        return `(${t} === -2147483648 ? -0 : ${t})`;
+      }
+      case 'int64':
+        return `view.getBigInt64(${at(p)}, true)`;
+      case 'uint64':
+        return `view.getBigUint64(${at(p)}, true)`;
+      case 'boolean':
+        return `(buf[${at(p)}] !== 0)`;
+      case 'string':
+      case 'bytes': {
+        const s = this.id('p');
+        const l = this.id('l');
+        out.push(
+          `const ${s} = o + view.getUint32(${at(p)}, true), ${l} = view.getUint32(${at(p, 4)}, true);`,
+          `if (${s} + ${l} > end) corrupt(o, length);`,
+        );
+        if (node.kind === 'string') return `(${l} === 0 ? "" : ${UTF8_SLICE(s, `${s} + ${l}`)})`;
+        return `${node.kind === 'bytes' && node.buffer ? bytesCtor.buffer : bytesCtor.u8}(buf, ${s}, ${l})`;
+      }
+      case 'enum': {
+        const values = this.constant(node.values);
+        const t = this.id('t');
+        const read = fixedSize(node) === 2 ? `view.getUint16(${at(p)}, true)` : `buf[${at(p)}]`;
+        out.push(`const ${t} = ${read};`, `if (${t} >= ${node.values.length}) corrupt(o, length);`);
+        return `${values}[${t}]`;
+      }
+      case 'maybe': {
+        const r = this.id('r');
+        const g = this.id('g');
+        const inner: string[] = [];
+        const expr = this.decode(node.of, shift(p, 1), inner, bytesCtor);
+        out.push(
+          `let ${r}; const ${g} = buf[${at(p)}];`,
+          `if (${g} === 2) {\n${inner.join('\n')}\n${r} = ${expr};\n}` +
+            (node.nullable ? ` else if (${g} === 1) ${r} = null;` : '') +
+            (node.optional ? ` else if (${g} !== 0) corrupt(o, length);` : ' else corrupt(o, length);'),
+        );
+        return r;
+      }
+      case 'array': {
+        const s = this.id('p');
+        const n = this.id('n');
+        const a = this.id('a');
+        const i = this.id('i');
+        const q = this.id('q');
+        const stride = fixedSize(node.of);
+        const inner: string[] = [];
+        const expr = this.decode(node.of, { base: q, off: 0 }, inner, bytesCtor);
+        out.push(
+          `const ${s} = o + view.getUint32(${at(p)}, true), ${n} = view.getUint32(${at(p, 4)}, true);`,
+          `if (${s} + ${n} * ${stride} > end) corrupt(o, length);`,
+          `const ${a} = [];`,
+          `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${q} = ${s} + ${i} * ${stride};\n${inner.join('\n')}\n${a}.push(${expr});\n}`,
+        );
+        return a;
+      }
+      case 'object':
+        return this.buildObject(node.fields, p, out, bytesCtor, undefined);
+    }
+  }
+
+  /**
+   * Decodes an object's fields and builds it, leaving out optional fields that are absent so a decoded
+   * value deep-equals the original. `guard(i)` (top level of an older record) wraps field `i`'s reads.
+   */
+  buildObject(
+    fields: readonly LayoutField[],
+    p: Pos,
+    out: string[],
+    bytesCtor: { u8: string; buffer: string },
+    guard: ((index: number, name: string, omittable: boolean) => { pre: string; post: string; absent: string }) | undefined,
+  ): string {
+    const exprs: string[] = [];
+    let off = 0;
+    fields.forEach((f, index) => {
+      if (guard === undefined) {
+        exprs.push(this.decode(f.type, shift(p, off), out, bytesCtor));
+      } else {
+        const g = guard(index, f.name, isOmittable(f.type));
+        const inner: string[] = [];
+        const expr = this.decode(f.type, shift(p, off), inner, bytesCtor);
+        const r = this.id('u');
+        out.push(`let ${r};`, `${g.pre}\n${inner.join('\n')}\n${r} = ${expr};\n${g.post}${g.absent}`);
+        exprs.push(r);
+      }
+      off += fixedSize(f.type);
+    });
+    const firstOmittable = fields.findIndex((f) => isOmittable(f.type));
+    const prop = (i: number): string => `${JSON.stringify(fields[i]?.name)}: ${exprs[i]}`;
+    if (firstOmittable < 0) return `{ ${fields.map((_, i) => prop(i)).join(', ')} }`;
+    const obj = this.id('obj');
+    const head = fields.slice(0, firstOmittable).map((_, i) => prop(i));
+    out.push(`const ${obj} = { ${head.join(', ')} };`);
+    for (let i = firstOmittable; i < fields.length; i++) {
+      const f = fields[i];
+      if (f === undefined) continue;
+      const assign = `${obj}[${JSON.stringify(f.name)}] = ${exprs[i]};`;
+      out.push(isOmittable(f.type) ? `if (${exprs[i]} !== undefined) ${assign}` : assign);
+    }
+    return obj;
+  }
+}
+
+/** Header: u16 field count. */
+export const HEADER_SIZE = 2;
+
+/**
+ * Generates the codec module source. The module receives the helpers as parameters and returns
+ * `{ measure, encode, decode, readers }` where readers[i] reads top-level field i alone.
+ */
+export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
+  const g = new Generator();
+  const root: LayoutNode = { kind: 'object', fields };
+  const m = fields.length;
+  const fixedEnds: number[] = [HEADER_SIZE];
+  for (const f of fields) fixedEnds.push((fixedEnds[fixedEnds.length - 1] ?? 0) + fixedSize(f.type));
+  const total = fixedEnds[m] ?? HEADER_SIZE;
+  const bytesCtor = { u8: 'copyU8', buffer: 'copyBuffer' };
+  const rootPos: Pos = { base: 'o', off: HEADER_SIZE };
+
+  // measure: the top-level object check is shared with nested objects.
+  const measureBody = g.measure(root, 'x', []);
+  const encodeBody = g.encode(root, 'x', rootPos);
+
+  const fast: string[] = [];
+  const fastExpr = g.buildObject(fields, rootPos, fast, bytesCtor, undefined);
+
+  const old: string[] = [];
+  const oldExpr = g.buildObject(fields, rootPos, old, bytesCtor, (index, name, omittable) => ({
+    pre: `if (n > ${index}) {`,
+    post: '}',
+    absent: omittable ? '' : ` else mismatch(o, n, ${JSON.stringify(name)});`,
+  }));
+  const fixedEndsConst = `[${fixedEnds.join(', ')}]`;
+
+  const readers = fields.map((f, index) => {
+    const body: string[] = [];
+    let off = HEADER_SIZE;
+    for (let k = 0; k < index; k++) off += fixedSize(fields[k]?.type ?? root);
+    const expr = g.decode(f.type, { base: 'o', off }, body, bytesCtor);
+    const absent = isOmittable(f.type) ? 'return undefined;' : `mismatch(o, view.getUint16(o, true), ${JSON.stringify(f.name)});`;
+    return (
+      `function (buf, view, o, length) {\n` +
+      `const end = o + length;\n` +
+      `if (length < ${fixedEnds[index + 1]}) { if (length < 2 || view.getUint16(o, true) > ${index}) corrupt(o, length); }\n` +
+      `if (view.getUint16(o, true) <= ${index}) ${absent}\n` +
+      `${body.join('\n')}\nreturn ${expr};\n}`
+    );
+  });
+
+  const source = `"use strict";
+${g.constants.map((_, i) => `const K${i} = K[${i}];`).join('\n')}
+const FIXED_ENDS = ${fixedEndsConst};
+function measure(x) {
+let s = ${total};
+${measureBody}return s;
+}
+function encode(x, buf, view, o) {
+view.setUint16(o, ${m}, true);
+let v = o + ${total};
+${encodeBody}return v;
+}
+function decodeOld(buf, view, o, length) {
+const end = o + length;
+if (length < 2) corrupt(o, length);
+const n = view.getUint16(o, true);
+if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);
+${old.join('\n')}
+return ${oldExpr};
+}
+function decode(buf, view, o, length) {
+if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);
+const end = o + length;
+${fast.join('\n')}
+return ${fastExpr};
+}
+return { measure, encode, decode, readers: [${readers.join(',\n')}] };
+`;
+  return { source, constants: g.constants };
+}

@@ -1,0 +1,201 @@
+import type { ZodType } from 'zod';
+import { PileError } from './PileError';
+import { generateCodec } from './SchemaCodegen';
+import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
+import { analyze, describeLayout } from './SchemaLayout';
+
+export type { SchemaDescriptor, SchemaFieldDescriptor, SchemaLiteral, SchemaTypeDescriptor } from './SchemaDescriptor';
+export { isCompatibleEvolution, schemaFingerprint };
+
+/**
+ * A record codec specialised for one zod object schema. Layout of a record (little endian, offsets
+ * relative to the record start): `[u16 fieldCount][fixed section][variable section]`; each top-level field
+ * has a slot at a compile-time offset in the fixed section (scalars inline, strings/bytes/arrays as a
+ * u32 offset + u32 length into the variable section), which is what makes {@link CompiledSchema.field} O(1).
+ *
+ * Value mapping, per zod type:
+ * - `z.number()`: float64, exact for every number (-0, NaN, ±Infinity, ±(2^53-1)). An integer schema whose
+ *   bounds lie within ±(2^31-1) (`z.int32()`, `z.number().int().min(0).max(100)`) is stored as int32
+ *   (-0 still round-trips); such a field refuses non-integers and out-of-bounds values even without `validate`.
+ * - `z.bigint()`: int64 (uint64 for `z.uint64()` or bounds beyond int64); out-of-range values are refused.
+ * - `z.date()`: float64 milliseconds; an Invalid Date round-trips as an Invalid Date.
+ * - `z.string()`: UTF-8. Lone surrogates cannot be represented in UTF-8 and decode as U+FFFD.
+ * - `z.enum`, `z.literal`, `z.null()`, unions of literals: the index of the value (1 byte, 2 above 256 values).
+ * - `.optional()`, `.nullable()`, `.nullish()`, `z.union([X, z.null()])`: a presence byte before X.
+ *   An absent optional object field decodes with its key left out (not set to `undefined`), so
+ *   `decode(encode(v))` deep-equals `v` when `v` omits the key.
+ * - `z.array(X)`, nested `z.object`: any depth. Nested objects are inlined in their parent's slot.
+ * - bytes: `z.instanceof(Uint8Array)` or `z.instanceof(Buffer)` (zod records the class; a plain `z.custom`
+ *   hides its predicate, so it is refused). Decoding returns a copy of that class, never a view of the pile.
+ * - `.default()`, `.prefault()`, `.catch()`, `.readonly()`, `z.lazy` (non-recursive), `.pipe()` without
+ *   transforms: stored as their output type. The value you pass is stored as is: defaults are not applied.
+ *
+ * Extra keys of a value are ignored, like zod's default `strip`.
+ */
+export interface CompiledSchema<T> {
+  /** The layout, JSON-serialisable, to persist next to the records it describes. */
+  readonly descriptor: SchemaDescriptor;
+  /** Hex SHA-256 of the descriptor: same layout, same fingerprint, in any process. */
+  readonly fingerprint: string;
+  /**
+   * Validates `value` against the shape and returns the exact byte count {@link encode} will write.
+   * @throws PileError PILE_SCHEMA_VIOLATION naming the path (e.g. `items[3].name: expected string, got number`);
+   *   with `validate: true` also for any zod issue (refinements, min/max...), with zod's path and message.
+   */
+  measure(value: T): number;
+  /**
+   * Writes `value` at `buf[offset..]` and returns the end offset. Call only after {@link measure} succeeded
+   * for the same, unmodified value: it does not re-check types, and writes exactly `measure(value)` bytes.
+   * `view` must be a DataView over the same memory as `buf` (`view.byteOffset === buf.byteOffset`).
+   */
+  encode(value: T, buf: Buffer, view: DataView, offset: number): number;
+  /**
+   * Decodes the `length`-byte record at `buf[offset..]`, written by this schema or by an older compatible
+   * one (see {@link isCompatibleEvolution}); fields the record lacks are left out of the result.
+   * @throws PileError PILE_CORRUPT when a length or offset points outside the record or a tag is invalid.
+   * @throws PileError PILE_SCHEMA_MISMATCH when the record lacks a required field (written by an incompatible schema).
+   */
+  decode(buf: Buffer, view: DataView, offset: number, length: number): T;
+  /**
+   * Reads one top-level field without decoding the others, in time independent of the number of fields.
+   * Returns undefined for an optional field that an older record does not have.
+   * @throws PileError PILE_INVALID_OPTION when `key` is not a field of the schema.
+   * @throws PileError PILE_CORRUPT / PILE_SCHEMA_MISMATCH as {@link decode}.
+   */
+  field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K];
+}
+
+/** Options of {@link compileSchema}. */
+export interface CompileSchemaOptions {
+  /**
+   * Also run `schema.safeParse(value)` in `measure`, so refinements, string formats and numeric bounds are
+   * enforced; without it only the shape needed to store the value exactly is checked. Default false.
+   */
+  readonly validate?: boolean;
+}
+
+type Reader = (buf: Buffer, view: DataView, offset: number, length: number) => unknown;
+interface GeneratedModule {
+  measure(value: unknown): number;
+  encode(value: unknown, buf: Buffer, view: DataView, offset: number): number;
+  decode(buf: Buffer, view: DataView, offset: number, length: number): unknown;
+  readers: Reader[];
+}
+
+function typeName(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (v instanceof Date) return 'Date';
+  if (v instanceof Uint8Array) return 'Uint8Array';
+  return typeof v;
+}
+
+function showValue(v: unknown): string {
+  if (typeof v === 'number') return Object.is(v, -0) ? '-0' : String(v);
+  if (typeof v === 'bigint') return `${v}n`;
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
+  if (typeof v === 'boolean') return String(v);
+  return typeName(v);
+}
+
+function fail(path: string, expected: string, value: unknown): never {
+  throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: expected ${expected}, got ${typeName(value)}`);
+}
+
+function failValue(path: string, expected: string, value: unknown): never {
+  throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: expected ${expected}, got ${showValue(value)}`);
+}
+
+function corrupt(offset: number, length: number): never {
+  throw new PileError('PILE_CORRUPT', `typed record at offset ${offset} (${length} bytes) has an offset, length or tag out of range`);
+}
+
+function mismatch(offset: number, fieldCount: number, name: string): never {
+  throw new PileError(
+    'PILE_SCHEMA_MISMATCH',
+    `typed record at offset ${offset} has ${fieldCount} fields and lacks required field "${name}" (written by an incompatible schema)`,
+  );
+}
+
+function copyU8(buf: Buffer, start: number, length: number): Uint8Array {
+  const from = buf.byteOffset + start;
+  return new Uint8Array(buf.buffer.slice(from, from + length));
+}
+
+function copyBuffer(buf: Buffer, start: number, length: number): Buffer {
+  const from = buf.byteOffset + start;
+  return Buffer.from(buf.buffer.slice(from, from + length));
+}
+
+function formatZodPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else if (typeof key === 'symbol') out += `[${String(key)}]`;
+    else out += out === '' ? key : `.${key}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+/**
+ * Compiles a codec for records of `schema`, generating specialised JavaScript once (with `new Function`)
+ * so that per-record work is straight-line code. See {@link CompiledSchema} for the supported zod types.
+ * @param schema a `z.object(...)` (strict objects are fine; loose/catchall objects are refused).
+ * @throws PileError PILE_INVALID_OPTION when the schema (or a part of it, named by path such as
+ *   `schema.tags[]: z.map is not supported`) cannot be stored: z.any/unknown, map, set, record, tuple,
+ *   intersection, unions of non-literals, transforms, recursive z.lazy, plain z.custom, non-object top level.
+ */
+export function compileSchema<T>(schema: ZodType<T>, options?: CompileSchemaOptions): CompiledSchema<T> {
+  const root = analyze(schema, 'schema', new Set());
+  if (root.kind !== 'object') {
+    throw new PileError('PILE_INVALID_OPTION', `schema: the top level must be a z.object, got ${root.kind}`);
+  }
+  const descriptor = describeLayout(root);
+  const { source, constants } = generateCodec(root.fields);
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the point of this module: code generated once per schema.
+  const factory = new Function(
+    'K',
+    'fail',
+    'failValue',
+    'corrupt',
+    'mismatch',
+    'byteLength',
+    'copyU8',
+    'copyBuffer',
+    source,
+  ) as (...args: unknown[]) => GeneratedModule;
+  const gen = factory(constants, fail, failValue, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
+
+  const readers = new Map<PropertyKey, Reader>();
+  root.fields.forEach((f, i) => {
+    const r = gen.readers[i];
+    if (r !== undefined) readers.set(f.name, r);
+  });
+
+  const rawMeasure = gen.measure;
+  const measure =
+    options?.validate === true
+      ? (value: T): number => {
+          const result = schema.safeParse(value);
+          if (!result.success) {
+            const issue = result.error.issues[0];
+            const where = formatZodPath(issue?.path ?? []);
+            throw new PileError('PILE_SCHEMA_VIOLATION', `${where}: ${issue?.message ?? 'invalid value'}`);
+          }
+          return rawMeasure(value);
+        }
+      : (rawMeasure as (value: T) => number);
+
+  return {
+    descriptor,
+    fingerprint: schemaFingerprint(descriptor),
+    measure,
+    encode: gen.encode as CompiledSchema<T>['encode'],
+    decode: gen.decode as CompiledSchema<T>['decode'],
+    field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K] {
+      const read = readers.get(key);
+      if (read === undefined) throw new PileError('PILE_INVALID_OPTION', `field ${JSON.stringify(String(key))} is not in the schema`);
+      return read(buf, view, offset, length) as T[K];
+    },
+  };
+}

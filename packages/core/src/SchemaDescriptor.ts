@@ -1,0 +1,92 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * A literal allowed by an `enum` field, in a JSON-safe form: bigints are kept as decimal strings
+ * because JSON has no bigint, and `null`/`undefined` are tagged because JSON cannot hold `undefined`.
+ */
+export type SchemaLiteral =
+  | { readonly type: 'string'; readonly value: string }
+  | { readonly type: 'number'; readonly value: number }
+  | { readonly type: 'boolean'; readonly value: boolean }
+  | { readonly type: 'bigint'; readonly value: string }
+  | { readonly type: 'null' }
+  | { readonly type: 'undefined' };
+
+/** A scalar whose bytes sit entirely in the fixed section of its parent. */
+export type SchemaScalarKind = 'float64' | 'int32' | 'int64' | 'uint64' | 'boolean' | 'date';
+
+/**
+ * The layout of one value. It describes bytes, not validation: two zod schemas that differ only
+ * in refinements (min length, regex, numeric bounds that keep the same storage width) share a descriptor.
+ */
+export type SchemaTypeDescriptor =
+  | { readonly kind: SchemaScalarKind }
+  | { readonly kind: 'string' }
+  | { readonly kind: 'bytes' }
+  | { readonly kind: 'enum'; readonly values: readonly SchemaLiteral[] }
+  | { readonly kind: 'maybe'; readonly nullable: boolean; readonly optional: boolean; readonly of: SchemaTypeDescriptor }
+  | { readonly kind: 'array'; readonly of: SchemaTypeDescriptor }
+  | { readonly kind: 'object'; readonly fields: readonly SchemaFieldDescriptor[] };
+
+/** One named field of an object, in declaration order (the order is part of the layout). */
+export interface SchemaFieldDescriptor {
+  readonly name: string;
+  readonly type: SchemaTypeDescriptor;
+}
+
+/**
+ * Plain JSON description of a typed record layout, persisted in the pile so that a later process can
+ * check that its schema can still read the stored records (see {@link isCompatibleEvolution}).
+ */
+export interface SchemaDescriptor {
+  readonly codec: 'pile-typed';
+  readonly version: 1;
+  /** The top-level object's fields; records store how many of them they were written with. */
+  readonly fields: readonly SchemaFieldDescriptor[];
+}
+
+/** JSON with object keys sorted, so a descriptor that went through JSON.parse hashes the same as a fresh one. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const obj = value as Record<string, unknown>;
+    const keys = Object.keys(obj)
+      .filter((k) => obj[k] !== undefined)
+      .sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * Stable hex SHA-256 of a descriptor: equal layouts give equal fingerprints across processes
+ * and across a JSON round trip of the descriptor.
+ */
+export function schemaFingerprint(descriptor: SchemaDescriptor): string {
+  return createHash('sha256').update(canonicalJson(descriptor)).digest('hex');
+}
+
+function isDescriptor(d: unknown): d is SchemaDescriptor {
+  if (d === null || typeof d !== 'object') return false;
+  const r = d as Record<string, unknown>;
+  return r['codec'] === 'pile-typed' && r['version'] === 1 && Array.isArray(r['fields']);
+}
+
+/**
+ * True when records written under `older` can be read by a codec compiled for `newer`: the layouts are
+ * identical, or `newer` is `older` with optional (`.optional()`) fields appended at the end of the
+ * top-level object. Renamed, reordered, retyped, removed or appended required fields give false, as
+ * does anything that is not a descriptor (e.g. a damaged persisted copy). Never throws.
+ */
+export function isCompatibleEvolution(older: SchemaDescriptor, newer: SchemaDescriptor): boolean {
+  if (!isDescriptor(older) || !isDescriptor(newer)) return false;
+  if (newer.fields.length < older.fields.length) return false;
+  for (let i = 0; i < older.fields.length; i++) {
+    if (canonicalJson(older.fields[i]) !== canonicalJson(newer.fields[i])) return false;
+  }
+  for (let i = older.fields.length; i < newer.fields.length; i++) {
+    const type = newer.fields[i]?.type;
+    if (type === undefined || type.kind !== 'maybe' || !type.optional) return false;
+  }
+  return true;
+}

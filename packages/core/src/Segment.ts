@@ -1,0 +1,126 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import mmap from 'mmap-io';
+import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
+import { PileError } from './PileError';
+
+const ZERO_CHUNK = 1 << 20;
+
+/** File name of segment `index` inside a pile directory. */
+export function segmentFileName(index: number): string {
+  return `seg-${String(index).padStart(6, '0')}.pile`;
+}
+
+/**
+ * One contiguous region of pile memory: an off-heap Buffer for in-memory piles, or a
+ * whole file mapped shared for mapped piles. The typed views all start at byte 0 of the
+ * segment, so block offsets index them directly (`u32[off >> 2]`, `f64[off >> 3]`).
+ */
+export class Segment {
+  readonly u32: Uint32Array;
+  readonly f64: Float64Array;
+  readonly view: DataView;
+
+  private constructor(
+    readonly index: number,
+    readonly buf: Buffer,
+    /** Path of the backing file, undefined in memory. */
+    readonly file: string | undefined,
+  ) {
+    this.u32 = new Uint32Array(buf.buffer, buf.byteOffset, buf.length >>> 2);
+    this.f64 = new Float64Array(buf.buffer, buf.byteOffset, buf.length >>> 3);
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
+  }
+
+  /** A segment in process memory outside the V8 heap (Buffer.alloc of this size is external). */
+  static inMemory(index: number, size: number, pileId: number): Segment {
+    const seg = new Segment(index, Buffer.alloc(size), undefined);
+    seg.writeHeader(size, pileId);
+    return seg;
+  }
+
+  /**
+   * Creates the file of segment `index`, fully written with zeros so that the mapping never
+   * meets a hole it would have to allocate on a page fault (a full disk would then kill the
+   * process with SIGBUS instead of failing here with an error).
+   * @throws PILE_OUT_OF_SPACE when the file can not be written (disk full, permissions)
+   */
+  static create(dir: string, index: number, size: number, pileId: number): Segment {
+    const file = path.join(dir, segmentFileName(index));
+    let fd: number | undefined;
+    try {
+      fd = fs.openSync(file, 'w+');
+      const zeros = Buffer.alloc(Math.min(ZERO_CHUNK, size));
+      for (let pos = 0; pos < size; pos += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - pos), pos);
+      const header = Buffer.alloc(SEGMENT_HEADER_SIZE);
+      writeHeaderInto(header, index, size, pileId);
+      fs.writeSync(fd, header, 0, header.length, 0);
+      const buf = mmap.map(size, (mmap.PROT_READ | mmap.PROT_WRITE) as 3, mmap.MAP_SHARED, fd, 0);
+      return new Segment(index, buf, file);
+    } catch (err) {
+      try { fs.unlinkSync(file); } catch { /* the file may not exist */ }
+      throw new PileError('PILE_OUT_OF_SPACE', `can not create segment file ${file}: ${(err as Error).message}`);
+    } finally {
+      if (fd !== undefined) fs.closeSync(fd);
+    }
+  }
+
+  /**
+   * Maps an existing segment file after checking its size and header, so that a truncated
+   * file is refused here rather than met as SIGBUS on first access.
+   * @throws PILE_CORRUPT when the file is missing, of the wrong size, or its header does not match
+   * @throws PILE_FORMAT_VERSION when the file was written by a newer format
+   */
+  static open(dir: string, index: number, size: number, pileId: number, readonly: boolean): Segment {
+    const file = path.join(dir, segmentFileName(index));
+    let fd: number;
+    try {
+      fd = fs.openSync(file, readonly ? 'r' : 'r+');
+    } catch (err) {
+      throw new PileError('PILE_CORRUPT', `segment file ${file} can not be opened: ${(err as Error).message}`);
+    }
+    try {
+      const st = fs.fstatSync(fd);
+      if (st.size !== size) {
+        throw new PileError('PILE_CORRUPT', `segment file ${file} is ${st.size} bytes, expected ${size} (truncated or damaged)`);
+      }
+      const header = Buffer.alloc(SEGMENT_HEADER_SIZE);
+      fs.readSync(fd, header, 0, header.length, 0);
+      checkHeader(header, file, index, size, pileId);
+      const prot = readonly ? mmap.PROT_READ : ((mmap.PROT_READ | mmap.PROT_WRITE) as 3);
+      const buf = mmap.map(size, prot, mmap.MAP_SHARED, fd, 0);
+      return new Segment(index, buf, file);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /** msync: the segment's pages reach the disk before this returns. */
+  sync(): void {
+    if (this.file !== undefined) mmap.sync(this.buf, 0, this.buf.length, true, false);
+  }
+
+  private writeHeader(size: number, pileId: number): void {
+    writeHeaderInto(this.buf, this.index, size, pileId);
+  }
+}
+
+function writeHeaderInto(b: Buffer, index: number, size: number, pileId: number): void {
+  b.writeUInt32LE(SEGMENT_MAGIC, 0);
+  b.writeUInt32LE(FORMAT_VERSION, 4);
+  b.writeUInt32LE(index, 8);
+  b.writeUInt32LE(size, 12);
+  b.writeUInt32LE(pileId, 16);
+}
+
+function checkHeader(b: Buffer, file: string, index: number, size: number, pileId: number): void {
+  if (b.readUInt32LE(0) !== SEGMENT_MAGIC) throw new PileError('PILE_CORRUPT', `segment file ${file}: bad magic at offset 0`);
+  const version = b.readUInt32LE(4);
+  if (version > FORMAT_VERSION) {
+    throw new PileError('PILE_FORMAT_VERSION', `segment file ${file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
+  }
+  if (version !== FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `segment file ${file}: bad format version ${version} at offset 4`);
+  if (b.readUInt32LE(8) !== index) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
+  if (b.readUInt32LE(12) !== size) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
+  if (b.readUInt32LE(16) !== pileId) throw new PileError('PILE_CORRUPT', `segment file ${file} belongs to another pile (id at offset 16)`);
+}

@@ -1,0 +1,62 @@
+import type { CompiledSchema } from './SchemaCompiler';
+import type { Pile } from './Pile';
+import type { PilePointer } from './PilePointer';
+
+/** Options of {@link Pile.schema}. */
+export interface SchemaOptions {
+  /** Also run the zod schema's refinements (min, max, regex, refine ...) on every put and set. */
+  validate?: boolean;
+}
+
+/**
+ * Records of one zod schema, encoded by code compiled once for that shape.
+ * Obtained from {@link Pile.schema}; valid while its pile is open.
+ */
+export class TypedView<T> {
+  /** @internal */
+  constructor(
+    private readonly pile: Pile,
+    /** The schema's id in this pile, stored in each record's header. */
+    readonly id: number,
+    private readonly codec: CompiledSchema<T>,
+    /** The name the schema is registered under. */
+    readonly name: string,
+  ) {}
+
+  /**
+   * Stores a value of the schema.
+   * @throws PILE_SCHEMA_VIOLATION naming the path of the first mismatch; nothing is written
+   * @throws PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
+   */
+  put(value: T): PilePointer {
+    return this.pile.putTyped(this.id, this.codec as CompiledSchema<unknown>, value);
+  }
+
+  /**
+   * Decodes the whole record.
+   * @throws PILE_SCHEMA_MISMATCH when the record is not of this schema
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CORRUPT, PILE_CLOSED
+   */
+  get(ptr: PilePointer): T {
+    return this.pile.getTyped(ptr, this.id, this.codec as CompiledSchema<unknown>) as T;
+  }
+
+  /**
+   * Reads one top-level field without decoding the others.
+   * @throws PILE_SCHEMA_MISMATCH when the record is not of this schema
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CORRUPT, PILE_CLOSED
+   */
+  field<K extends keyof T>(ptr: PilePointer, key: K): T[K] {
+    return this.pile.fieldTyped(ptr, this.id, this.codec as CompiledSchema<unknown>, key as never) as T[K];
+  }
+
+  /**
+   * Replaces the record's value in place (or through a link when it grew); the pointer stays valid.
+   * @throws PILE_SCHEMA_VIOLATION naming the path; nothing is written
+   * @throws PILE_SCHEMA_MISMATCH when the record is not of this schema
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
+   */
+  set(ptr: PilePointer, value: T): void {
+    this.pile.setTyped(ptr, this.id, this.codec as CompiledSchema<unknown>, value);
+  }
+}

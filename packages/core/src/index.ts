@@ -1,0 +1,11 @@
+export { openPile, Pile } from './Pile';
+export type { PileOptions, PileStats, PileEntry, VerifyReport, CorruptRecord, RecoveryReport } from './Pile';
+export { PileError, isPileError } from './PileError';
+export type { PileErrorCode } from './PileError';
+export { NULL_POINTER, isPilePointer } from './PilePointer';
+export type { PilePointer } from './PilePointer';
+export { TypedView } from './TypedView';
+export type { SchemaOptions } from './TypedView';
+export type { RecordKind } from './BlockFormat';
+export { compileSchema, isCompatibleEvolution } from './SchemaCompiler';
+export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';

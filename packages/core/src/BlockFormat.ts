@@ -28,6 +28,8 @@ export const STATE_RESERVED = 2;
 
 /** The block is the body of a linked record: reached through its head, never enumerated itself. */
 export const FLAG_BODY = 1;
+/** A raw block whose bytes are checksummed like any record (written once by putRaw, never mutated). */
+export const FLAG_SEALED = 2;
 
 export const KIND_FREE = 0;
 export const KIND_BYTES = 1;

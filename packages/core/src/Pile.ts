@@ -5,7 +5,7 @@ import { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
 import { Allocator, sizeClass, NUM_CLASSES } from './Allocator';
 import {
-  BLOCK_HEADER_SIZE, FLAG_BODY, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
+  BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
   STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
@@ -585,7 +585,25 @@ export class Pile implements Iterable<PileEntry> {
     this.pKind = KIND_RAW;
     this.pLen = RAW_PREFIX + size;
     this.pValue = tag;
+    this.pBytes = undefined;
     return this.store(this.pLen, 0);
+  }
+
+  /**
+   * Stores `bytes` as a sealed raw block owned by `tag`: checksummed like any record (verify,
+   * recovery and verifyOnRead check it) and meant to be read, not mutated, through rawBuffer.
+   * Packages use it for records they must find again by scanning (entries() kind 'raw' + rawTag).
+   * @throws PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
+   */
+  putRaw(bytes: Uint8Array, tag: number): PilePointer {
+    this.writable();
+    if (!(bytes instanceof Uint8Array)) throw invalid('bytes', 'expected a Uint8Array');
+    if (!Number.isInteger(tag) || tag < 0 || tag > 0xffffffff) throw invalid('tag', `expected a u32, got ${String(tag)}`);
+    this.pKind = KIND_RAW;
+    this.pLen = RAW_PREFIX + bytes.length;
+    this.pValue = tag;
+    this.pBytes = bytes;
+    return this.store(this.pLen, FLAG_SEALED);
   }
 
   /**
@@ -723,7 +741,9 @@ export class Pile implements Iterable<PileEntry> {
         break;
       case KIND_RAW:
         seg.u32[p >>> 2] = this.pValue as number;
-        seg.buf.fill(0, p + 4, p + this.pLen);
+        seg.u32[(p >>> 2) + 1] = 0;
+        if (this.pBytes !== undefined) seg.buf.set(this.pBytes, p + RAW_PREFIX);
+        else seg.buf.fill(0, p + RAW_PREFIX, p + this.pLen);
         break;
       default:
         throw new Error(`unexpected kind ${this.pKind}`);
@@ -752,7 +772,7 @@ export class Pile implements Iterable<PileEntry> {
     const used = word1(gen, kind, STATE_USED, flags);
     u32[h + 1] = word1(gen, kind, STATE_RESERVED, flags);
     u32[h + 2] = length;
-    u32[h + 3] = kind === KIND_RAW ? 0 : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
+    u32[h + 3] = kind === KIND_RAW && (flags & FLAG_SEALED) === 0 ? 0 : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
     u32[h + 1] = used;
     this.alloc.countUsed(used, length);
     return gen;
@@ -938,7 +958,7 @@ export class Pile implements Iterable<PileEntry> {
     const kind = kindOf(w);
     if (kind === 0 || kind > KIND_BUFFER) return `unknown record kind ${kind}`;
     if (length > size - BLOCK_HEADER_SIZE) return `payload length ${length} exceeds block size ${size}`;
-    if (kind === KIND_RAW) return undefined;
+    if (kind === KIND_RAW && (flagsOf(w) & FLAG_SEALED) === 0) return undefined;
     if (blockChecksum(seg.buf, u32, off, size, checkedWord1(w), length) !== u32[h + 3]) return 'checksum mismatch';
     return undefined;
   }

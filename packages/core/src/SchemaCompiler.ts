@@ -16,7 +16,8 @@ export { isCompatibleEvolution, schemaFingerprint };
  * Value mapping, per zod type:
  * - `z.number()`: float64, exact for every number (-0, NaN, ±Infinity, ±(2^53-1)). An integer schema whose
  *   bounds lie within ±(2^31-1) (`z.int32()`, `z.number().int().min(0).max(100)`) is stored as int32
- *   (-0 still round-trips); such a field refuses non-integers and out-of-bounds values even without `validate`.
+ *   (-2^31 is reserved to keep -0 exact, so the full-range `z.int32()` and `z.uint32()` stay float64); such a
+ *   field refuses non-integers and out-of-bounds values even without `validate`, as it could not store them.
  * - `z.bigint()`: int64 (uint64 for `z.uint64()` or bounds beyond int64); out-of-range values are refused.
  * - `z.date()`: float64 milliseconds; an Invalid Date round-trips as an Invalid Date.
  * - `z.string()`: UTF-8. Lone surrogates cannot be represented in UTF-8 and decode as U+FFFD.
@@ -146,13 +147,28 @@ function formatZodPath(path: readonly PropertyKey[]): string {
  *   intersection, unions of non-literals, transforms, recursive z.lazy, plain z.custom, non-object top level.
  */
 export function compileSchema<T>(schema: ZodType<T>, options?: CompileSchemaOptions): CompiledSchema<T> {
+  // Codecs are stateless, so reopening piles with the same schema object reuses the generated code.
+  const validate = options?.validate === true;
+  let cached = cache.get(schema);
+  if (cached === undefined) cache.set(schema, (cached = {}));
+  const hit = validate ? cached.validated : cached.plain;
+  if (hit !== undefined) return hit as CompiledSchema<T>;
+  const codec = compile(schema, validate);
+  if (validate) cached.validated = codec;
+  else cached.plain = codec;
+  return codec;
+}
+
+const cache = new WeakMap<object, { plain?: unknown; validated?: unknown }>();
+
+function compile<T>(schema: ZodType<T>, validate: boolean): CompiledSchema<T> {
   const root = analyze(schema, 'schema', new Set());
   if (root.kind !== 'object') {
     throw new PileError('PILE_INVALID_OPTION', `schema: the top level must be a z.object, got ${root.kind}`);
   }
   const descriptor = describeLayout(root);
   const { source, constants } = generateCodec(root.fields);
-  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the point of this module: code generated once per schema.
+  // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = new Function(
     'K',
     'fail',
@@ -174,7 +190,7 @@ export function compileSchema<T>(schema: ZodType<T>, options?: CompileSchemaOpti
 
   const rawMeasure = gen.measure;
   const measure =
-    options?.validate === true
+    validate
       ? (value: T): number => {
           const result = schema.safeParse(value);
           if (!result.success) {

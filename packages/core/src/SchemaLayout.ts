@@ -55,9 +55,10 @@ function checkDefs(def: ZodDef): Record<string, unknown>[] {
   if (typeof def['check'] === 'string') out.push(def as Record<string, unknown>);
   const checks = def['checks'];
   if (Array.isArray(checks)) {
+    // Check defs carry `check`, not `type`, so they are not full schemas in isZod's sense.
     for (const c of checks) {
-      const cd = isZod(c) ? c._zod.def : undefined;
-      if (cd !== undefined) out.push(cd as Record<string, unknown>);
+      const cd = (c as { _zod?: { def?: unknown } } | null)?._zod?.def;
+      if (cd !== null && typeof cd === 'object') out.push(cd as Record<string, unknown>);
     }
   }
   return out;

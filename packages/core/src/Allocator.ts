@@ -16,7 +16,7 @@ export function sizeClass(size: number): number {
 }
 
 /** Counters the allocator keeps exact; the pile adds the per-kind ones. */
-export const STAT_FIELDS = ['allocatedBytes', 'freeBytes', 'utilizedBytes', 'objectCount', 'linkCount', 'internalCount'] as const;
+export const STAT_FIELDS = ['allocatedBytes', 'freeBytes', 'utilizedBytes', 'objectCount', 'linkCount', 'internalCount', 'tailAddr', 'tailEnd', 'tailGen'] as const;
 
 /**
  * Block allocator over a list of segments. Free blocks form doubly linked lists by size
@@ -37,6 +37,14 @@ export class Allocator {
   objectCount = 0;
   linkCount = 0;
   internalCount = 0;
+  /**
+   * The tail: the free end of the newest segment, cut by bumping an address instead of
+   * through the lists (a fresh pile fills at the cost of two header writes per block).
+   * It is a valid free block on disk, just not listed; 0 when there is none.
+   */
+  tailAddr = 0;
+  tailEnd = 0;
+  tailGen = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
 
@@ -57,10 +65,11 @@ export class Allocator {
       throw new PileError('PILE_TOO_LARGE', `a block of ${size} bytes does not fit in a segment of ${this.segmentSize} bytes (segmentSize)`);
     }
     let addr = this.take(size);
+    if (addr === 0) addr = this.bump(size);
     if (addr === 0) {
       const seg = this.grow();
       this.addFreeSegment(seg);
-      addr = this.take(size);
+      addr = this.bump(size);
       if (addr === 0) throw new PileError('PILE_OUT_OF_SPACE', `no block of ${size} bytes after adding segment ${seg.index}`);
     }
     return addr;
@@ -80,6 +89,16 @@ export class Allocator {
     u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
     let end = off + size;
     while (end < this.segmentSize) {
+      if (segIdx * this.segmentSize + end === this.tailAddr) {
+        // Freed right before the tail: the tail grows down over it.
+        const g = gen > this.tailGen ? gen : this.tailGen;
+        u32[h] = this.tailEnd - addr;
+        u32[h + 1] = word1(g, KIND_FREE, STATE_FREE, 0);
+        this.freeBytes += end - off;
+        this.tailAddr = addr;
+        this.tailGen = g;
+        return;
+      }
       const nw = u32[(end >>> 2) + 1]!;
       const nsize = u32[end >>> 2]!;
       if (stateOf(nw) !== STATE_FREE || !this.saneSize(end, nsize)) break;
@@ -96,14 +115,52 @@ export class Allocator {
     this.freeBytes += size;
   }
 
-  /** Makes the whole of a fresh segment one free block. */
+  /** Makes the whole of a fresh segment the tail; the old tail's rest joins the free lists. */
   addFreeSegment(seg: Segment): void {
+    this.retireTail();
     const size = this.segmentSize - SEGMENT_HEADER_SIZE;
     const off = SEGMENT_HEADER_SIZE;
     seg.u32[off >>> 2] = size;
     seg.u32[(off >>> 2) + 1] = word1(0, KIND_FREE, STATE_FREE, 0);
-    this.push(seg.index * this.segmentSize + off, size, seg, off);
+    this.tailAddr = seg.index * this.segmentSize + off;
+    this.tailEnd = (seg.index + 1) * this.segmentSize;
+    this.tailGen = 0;
     this.freeBytes += size;
+  }
+
+  private retireTail(): void {
+    if (this.tailAddr === 0) return;
+    const segIdx = Math.floor(this.tailAddr / this.segmentSize);
+    const seg = this.segments[segIdx];
+    if (seg !== undefined) this.push(this.tailAddr, this.tailEnd - this.tailAddr, seg, this.tailAddr - segIdx * this.segmentSize);
+    this.tailAddr = this.tailEnd = this.tailGen = 0;
+  }
+
+  /** Cuts `size` bytes off the front of the tail; 0 when the tail is too short. */
+  private bump(size: number): number {
+    const addr = this.tailAddr;
+    if (addr === 0 || this.tailEnd - addr < size) return 0;
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const seg = this.segments[segIdx]!;
+    const off = addr - segIdx * this.segmentSize;
+    const u32 = seg.u32;
+    const gen = (this.tailGen + 1) & GEN_MASK;
+    let used = this.tailEnd - addr;
+    if (used - size >= MIN_BLOCK_SIZE) {
+      const rOff = off + size;
+      u32[rOff >>> 2] = used - size;
+      u32[(rOff >>> 2) + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+      used = size;
+      this.tailAddr = addr + size;
+      this.tailGen = gen;
+    } else {
+      this.tailAddr = this.tailEnd = this.tailGen = 0;
+    }
+    u32[(off >>> 2) + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
+    u32[off >>> 2] = used;
+    this.freeBytes -= used;
+    this.allocatedBytes += used;
+    return addr;
   }
 
   /**
@@ -116,7 +173,9 @@ export class Allocator {
     this.nonEmpty.fill(0);
     this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
     this.objectCount = this.linkCount = this.internalCount = 0;
+    this.tailAddr = this.tailEnd = this.tailGen = 0;
     const segSize = this.segmentSize;
+    const last = this.segments.length - 1;
     for (const seg of this.segments) {
       const u32 = seg.u32;
       let off = SEGMENT_HEADER_SIZE;
@@ -127,8 +186,12 @@ export class Allocator {
         const size = end - runStart;
         u32[runStart >>> 2] = size;
         u32[(runStart >>> 2) + 1] = word1(runGen, KIND_FREE, STATE_FREE, 0);
-        this.push(seg.index * segSize + runStart, size, seg, runStart);
         this.freeBytes += size;
+        if (seg.index === last && end === segSize) {
+          this.tailAddr = seg.index * segSize + runStart;
+          this.tailEnd = (seg.index + 1) * segSize;
+          this.tailGen = runGen;
+        } else this.push(seg.index * segSize + runStart, size, seg, runStart);
         runStart = -1;
       };
       while (off < segSize) {

@@ -233,18 +233,34 @@ export class Pile implements Iterable<PileEntry> {
     this.offsetDiv = 2 ** this.offsetBits;
     this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
+    // No `structures` option: msgpackr then starts "uninitialized" and loads the persisted
+    // structures through getStructures before its first pack, so a reopened pile extends the
+    // stored list instead of minting ids 0x40.. again over shapes that old records use.
     this.packr = new Packr({
-      structures: [],
       maxSharedStructures: 8160,
       copyBuffers: true,
       getStructures: () => {
         if (this.readonly) this.refreshCatalog();
-        return this.catalog.structures as never;
+        // A copy: msgpackr appends new shapes to the array it holds before saveStructures
+        // persists them, and the catalog must only ever list persisted ones.
+        return [...this.catalog.structures] as never;
       },
       saveStructures: (structures: unknown) => {
         if (this.readonly) return false;
+        const before = this.catalog.structures;
         this.catalog.structures = [...(structures as unknown[])];
-        this.saveCatalog();
+        try {
+          this.saveCatalog();
+        } catch (err) {
+          // Not persisted: msgpackr must forget the new shape, or later records would use an id
+          // that a reopened pile does not know. Reload the persisted list on the next pack.
+          this.catalog.structures = before;
+          const fresh: unknown[] & { uninitialized?: boolean; sharedLength?: number } = [];
+          fresh.uninitialized = true;
+          fresh.sharedLength = 0;
+          (this.packr as unknown as { structures: unknown }).structures = fresh;
+          throw err;
+        }
         return true;
       },
     } as never);
@@ -525,7 +541,8 @@ export class Pile implements Iterable<PileEntry> {
     if (!this.readonly) {
       const listed = this.checkFreeLists();
       report.freeListErrors = listed.errors;
-      if (listed.blocks !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks - seen.freeBlocks);
+      const tail = this.alloc.tailAddr !== 0 ? 1 : 0;
+      if (listed.blocks + tail !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks + tail - seen.freeBlocks);
       const a = this.alloc;
       const expect: [string, number, number][] = [
         ['objectCount', a.objectCount, seen.objects], ['linkCount', a.linkCount, seen.links],
@@ -890,14 +907,14 @@ export class Pile implements Iterable<PileEntry> {
 
   /** resolve() that answers false for a stale pointer instead of throwing. */
   private tryResolve(ptr: PilePointer, follow = true): boolean {
-    if (typeof ptr !== 'number' || !Number.isSafeInteger(ptr) || ptr <= 0) {
+    if (typeof ptr !== 'number' || !(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || Math.floor(ptr) !== ptr) {
       throw new PileError('PILE_INVALID_POINTER', `${String(ptr)} is not a pile pointer`);
     }
-    const off8 = ptr % this.offsetDiv;
-    const rest = (ptr - off8) / this.offsetDiv;
-    const segIdx = rest % SEGMENT_DIV;
-    const tag = (rest - segIdx) / SEGMENT_DIV;
-    const off = off8 * 8;
+    // Division by powers of two is exact in float64; floor() avoids the slow float modulo.
+    const rest = Math.floor(ptr / this.offsetDiv);
+    const off = (ptr - rest * this.offsetDiv) * 8;
+    const tag = Math.floor(rest / SEGMENT_DIV);
+    const segIdx = rest - tag * SEGMENT_DIV;
     let seg = this.segments[segIdx];
     if (seg === undefined && this.readonly) seg = this.mapNewSegments(segIdx);
     if (seg === undefined || tag > this.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {

@@ -1,0 +1,91 @@
+/** Timing, memory and GC helpers shared by every workload's measuring side (in a child process). */
+
+/** Sorted copy, ascending. */
+function sorted(values: readonly number[]): number[] {
+  return [...values].sort((a, b) => a - b);
+}
+
+/**
+ * The q-quantile of the values (0 <= q <= 1) with linear interpolation between the closest ranks,
+ * as tinybench reports its median and p99.
+ */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const s = sorted(values);
+  const pos = (s.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  const a = s[lo]!;
+  const b = s[hi]!;
+  return a + (b - a) * (pos - lo);
+}
+
+export function median(values: readonly number[]): number {
+  return quantile(values, 0.5);
+}
+
+/** Forced full (major) garbage collection; needs `--expose-gc`. */
+export function fullGc(): void {
+  const gc = (globalThis as { gc?: (opts?: { type: 'major' | 'minor'; execution?: 'sync' | 'async' }) => void }).gc;
+  if (gc === undefined) throw new Error('the benchmark child must run with --expose-gc');
+  gc({ type: 'major', execution: 'sync' });
+}
+
+/** Milliseconds of `count` forced full GCs, taken while the caller keeps its data alive. */
+export function gcPauses(count: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const t = performance.now();
+    fullGc();
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+/** Process memory after a full GC, in bytes. */
+export interface MemoryFigures {
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+  rss: number;
+}
+
+export function memoryAfterGc(): MemoryFigures {
+  fullGc();
+  const m = process.memoryUsage();
+  return { heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, rss: m.rss };
+}
+
+/** Deterministic 32-bit PRNG (mulberry32), so every peer reads the same random keys. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** `count` random indexes in [0, n), the same for every peer given the same seed. */
+export function randomIndexes(n: number, count: number, seed = 42): Uint32Array {
+  const next = prng(seed);
+  const out = new Uint32Array(count);
+  for (let i = 0; i < count; i++) out[i] = Math.floor(next() * n);
+  return out;
+}
+
+/** Operations per second of `ops` operations that took `ms` milliseconds. */
+export function perSecond(ops: number, ms: number): number {
+  return ms > 0 ? (ops * 1000) / ms : Number.POSITIVE_INFINITY;
+}
+
+/** Keeps a value observable so the JIT can not drop the loop that computed it. */
+let sink = 0;
+export function consume(x: number): void {
+  sink = (sink + x) % 1e9;
+}
+export function sinkValue(): number {
+  return sink;
+}

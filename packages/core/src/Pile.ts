@@ -448,8 +448,13 @@ export class Pile implements Iterable<PileEntry> {
    * Records added or deleted during the iteration may or may not be seen.
    * @throws PILE_CLOSED
    */
-  *entries(): IterableIterator<PileEntry> {
+  entries(): IterableIterator<PileEntry> {
+    // Checked at the call, not at the first next(): a generator body would defer it.
     this.open();
+    return this.walkEntries();
+  }
+
+  private *walkEntries(): IterableIterator<PileEntry> {
     for (let s = 0; s < this.segments.length; s++) {
       const seg = this.segments[s]!;
       let off = SEGMENT_HEADER_SIZE;
@@ -566,6 +571,33 @@ export class Pile implements Iterable<PileEntry> {
     if (!this.persistent || this.readonly) return;
     for (const seg of this.segments) seg.sync();
     this.meta!.sync();
+  }
+
+  /**
+   * Rebuilds the free lists (merging neighbouring free blocks) and releases empty segments at
+   * the end of the pile (their files are deleted). Interrupted at any point, the pile stays valid:
+   * the meta file stops counting a segment before its file is deleted, and merging free blocks
+   * rewrites one header at a time, each leaving a walkable segment.
+   * Segments in the middle can not be released (pointers name segments by index).
+   * @throws PILE_READONLY, PILE_CLOSED
+   */
+  compact(onProgress?: (p: { phase: string; done: number; total: number }) => void): { segmentsBefore: number; segmentsAfter: number; bytesReleased: number } {
+    this.writable();
+    const before = this.segments.length;
+    let keep = before;
+    while (keep > 0 && this.segmentIsEmpty(this.segments[keep - 1]!)) keep--;
+    if (keep < before) {
+      this.meta?.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount: keep, clean: false });
+      this.meta?.sync();
+      for (let i = before - 1; i >= keep; i--) {
+        const file = this.segments[i]!.file;
+        this.segments.pop();
+        if (file !== undefined) fs.rmSync(file, { force: true });
+        onProgress?.({ phase: 'release', done: before - i, total: before - keep });
+      }
+    }
+    this.alloc.rebuild((done) => onProgress?.({ phase: 'rebuild', done, total: this.segments.length }));
+    return { segmentsBefore: before, segmentsAfter: this.segments.length, bytesReleased: (before - this.segments.length) * this.segmentSize };
   }
 
   /** Clean shutdown: saves allocator state and marks the pile clean so the next open does not scan. Idempotent. */
@@ -1143,6 +1175,10 @@ export class Pile implements Iterable<PileEntry> {
           throw new PileError('PILE_CORRUPT', `${path.join(dir, META_FILE_NAME)} is missing but ${dir} holds segment files`);
         }
         if (this.readonly || !create) throw invalid('dir', `${dir} is not a pile (no ${META_FILE_NAME})`);
+        // Checked before the meta file exists: a refused open must not leave a pile behind.
+        if (options.maxMemory !== undefined && options.maxMemory < segmentSize) {
+          throw invalid('maxMemory', `${options.maxMemory} is less than one segment (segmentSize ${segmentSize})`);
+        }
         this.meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false });
         return { existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
       }
@@ -1170,6 +1206,10 @@ export class Pile implements Iterable<PileEntry> {
       this.loadCatalog();
       this.alloc.countOnly();
       return;
+    }
+    // Files past the counted segments: left by a crash while adding one, or by an interrupted compact.
+    for (let i = segmentCount; fs.existsSync(path.join(dir, segmentFileName(i))); i++) {
+      fs.rmSync(path.join(dir, segmentFileName(i)), { force: true });
     }
     // Mark the pile in use before the first write: a crash from now on makes the next open recover.
     this.meta!.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount, clean: false });
@@ -1256,7 +1296,18 @@ export class Pile implements Iterable<PileEntry> {
     }
   }
 
-  private checkFreeLists(): { errors: number; blocks: number } {
+  /** True when no block of the segment is in use or being written. */
+  private segmentIsEmpty(seg: Segment): boolean {
+    let off = SEGMENT_HEADER_SIZE;
+    while (off < this.segmentSize) {
+      const size = seg.u32[off >>> 2]!;
+      if (!this.alloc.saneSize(off, size) || stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) return false;
+      off += size;
+    }
+    return true;
+  }
+
+    private checkFreeLists(): { errors: number; blocks: number } {
     let errors = 0;
     let blocks = 0;
     const limit = this.segments.length * (this.segmentSize / 32) + 1;

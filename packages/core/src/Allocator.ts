@@ -47,6 +47,8 @@ export class Allocator {
   tailGen = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
+  /** Bytes freed since the last walk that merged free runs (see alloc). */
+  private freedSinceWalk = 0;
 
   constructor(
     readonly segments: Segment[],
@@ -66,6 +68,15 @@ export class Allocator {
     }
     let addr = this.take(size);
     if (addr === 0) addr = this.bump(size);
+    if (addr === 0 && this.freeBytes >= size && this.freedSinceWalk * 8 >= this.allocatedBytes + this.freeBytes) {
+      // free() merges only with the blocks after it, so space freed front to back stays in
+      // pieces too small for a larger put; one walk merges every free run before the pile grows.
+      // Only once an eighth of the pile was freed since the last walk, so that a full pile
+      // failing allocations again and again does not walk each time (amortized O(1) per free).
+      this.rebuild();
+      addr = this.take(size);
+      if (addr === 0) addr = this.bump(size);
+    }
     if (addr === 0) {
       const seg = this.grow();
       this.addFreeSegment(seg);
@@ -85,6 +96,7 @@ export class Allocator {
     let size = u32[h]!;
     let gen = genOf(u32[h + 1]!);
     this.allocatedBytes -= size;
+    this.freedSinceWalk += size;
     // The record is gone from this store on: a crash after it never brings it back.
     u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
     let end = off + size;
@@ -92,8 +104,10 @@ export class Allocator {
       if (segIdx * this.segmentSize + end === this.tailAddr) {
         // Freed right before the tail: the tail grows down over it.
         const g = gen > this.tailGen ? gen : this.tailGen;
-        u32[h] = this.tailEnd - addr;
+        // Generation before size: once the size covers the tail, the header must already carry
+        // the tail's generation, or a crash between the two stores would lower it.
         u32[h + 1] = word1(g, KIND_FREE, STATE_FREE, 0);
+        u32[h] = this.tailEnd - addr;
         this.freeBytes += end - off;
         this.tailAddr = addr;
         this.tailGen = g;
@@ -109,8 +123,9 @@ export class Allocator {
       size += nsize;
       end += nsize;
     }
-    u32[h] = size;
+    // Generation before size (see above): the merged block never shows a smaller generation than a block it covers.
     u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+    u32[h] = size;
     this.push(addr, size, seg, off);
     this.freeBytes += size;
   }
@@ -174,6 +189,7 @@ export class Allocator {
     this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
     this.objectCount = this.linkCount = this.internalCount = 0;
     this.tailAddr = this.tailEnd = this.tailGen = 0;
+    this.freedSinceWalk = 0;
     const segSize = this.segmentSize;
     const last = this.segments.length - 1;
     for (const seg of this.segments) {
@@ -184,8 +200,8 @@ export class Allocator {
       const closeRun = (end: number): void => {
         if (runStart < 0) return;
         const size = end - runStart;
-        u32[runStart >>> 2] = size;
         u32[(runStart >>> 2) + 1] = word1(runGen, KIND_FREE, STATE_FREE, 0);
+        u32[runStart >>> 2] = size;
         this.freeBytes += size;
         if (seg.index === last && end === segSize) {
           this.tailAddr = seg.index * segSize + runStart;

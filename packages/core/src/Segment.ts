@@ -52,8 +52,13 @@ export class Segment {
       fd = fs.openSync(file, 'w+');
       const zeros = Buffer.alloc(Math.min(ZERO_CHUNK, size));
       for (let pos = 0; pos < size; pos += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - pos), pos);
-      const header = Buffer.alloc(SEGMENT_HEADER_SIZE);
+      // The segment header plus the header of one free block over the rest (word1 0 = free,
+      // generation 0): a crash after the meta file counts this segment, before the allocator
+      // writes to it, leaves a walkable segment rather than a zero block size that recovery
+      // would have to quarantine.
+      const header = Buffer.alloc(SEGMENT_HEADER_SIZE + 8);
       writeHeaderInto(header, index, size, pileId);
+      header.writeUInt32LE(size - SEGMENT_HEADER_SIZE, SEGMENT_HEADER_SIZE);
       fs.writeSync(fd, header, 0, header.length, 0);
       const buf = mmap.map(size, (mmap.PROT_READ | mmap.PROT_WRITE) as 3, mmap.MAP_SHARED, fd, 0);
       return new Segment(index, buf, file);

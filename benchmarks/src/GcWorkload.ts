@@ -16,7 +16,7 @@ interface Store {
   /** One pass over every record; returns how many were seen. */
   enumerate(): number;
   get(id: number): Product | undefined;
-  close(): void;
+  close(): void | Promise<void>;
 }
 
 const PEERS: Record<string, string> = {
@@ -121,9 +121,7 @@ function openStore(peer: string, n: number, dir: string | undefined): Store {
           return c;
         },
         get: (id) => db.get(id),
-        close: () => {
-          db.closeSync?.() ?? void db.close();
-        },
+        close: () => db.close(),
       };
     }
     default:
@@ -180,7 +178,7 @@ async function measure(peer: string, params: Params): Promise<PeerResult> {
     const getMs = performance.now() - t;
 
     // The data is still referenced here, so every figure above was taken with it alive.
-    store.close();
+    await store.close();
     return {
       peer,
       label: PEERS[peer] ?? peer,

@@ -1132,10 +1132,8 @@ export class Pile implements Iterable<PileEntry> {
     const best = [slots[0], slots[1]].filter((s): s is CatalogSlot => s !== undefined).sort((a, b) => b.seq - a.seq)[0];
     if (best === undefined || best.seq === this.slot.seq) return;
     this.mapNewSegments(Math.floor(best.addr / this.segmentSize));
-    const structuresBefore = this.catalog.structures.length;
-    if (this.readCatalog(best) && this.catalog.structures.length !== structuresBefore) {
-      (this.packr as unknown as { structures: unknown }).structures = this.catalog.structures;
-    }
+    // New record structures reach msgpackr through getStructures() when it meets an unknown id.
+    this.readCatalog(best);
   }
 
   private mapNewSegments(upTo: number): Segment | undefined {

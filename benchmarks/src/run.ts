@@ -1,0 +1,125 @@
+/**
+ * `node benchmarks/dist/run.js [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE]`
+ *
+ * Runs the workloads (all when none is named), each peer in its own child process, writes
+ * `results/<workload>.json` and regenerates docs/benchmarks.md from every results file present.
+ * `--smoke` runs tiny sizes and writes to results/smoke/ (its own report there), never to docs/.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { runChild } from './ChildRunner';
+import { machineInfo } from './Machine';
+import { writeReport } from './Report';
+import { WORKLOADS, findWorkload } from './Workloads';
+import type { PeerResult, RunOptions, Workload, WorkloadResult } from './Workload';
+
+const PACKAGE_DIR = path.join(__dirname, '..');
+
+interface Cli extends RunOptions {
+  workloads: Workload[];
+  out: string;
+  doc: string;
+  /** The arguments as given, for the report's "reproduce with" line. */
+  argv: string[];
+}
+
+const USAGE = `usage: pnpm bench [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE]
+workloads: ${WORKLOADS.map((w) => `${w.name} (${w.title})`).join(', ')}
+  --n N      record count of every selected workload (5m, 500k and 1e6 are accepted)
+  --ops N    operation count of the read and cache loops
+  --smoke    tiny sizes, results in benchmarks/results/smoke/ (never docs/)
+  --out DIR  results directory (default benchmarks/results)
+  --doc FILE report to regenerate (default docs/benchmarks.md)`;
+
+function count(flag: string, text: string | undefined): number {
+  const m = /^(\d+(?:\.\d+)?(?:e\d+)?)([kmKM]?)$/.exec(text ?? '');
+  const v = m === null ? Number.NaN : Number(m[1]) * (m[2] === '' ? 1 : m[2]!.toLowerCase() === 'k' ? 1e3 : 1e6);
+  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`${flag}: expected a positive integer such as 100000, 500k or 5m, got ${String(text)}`);
+  return v;
+}
+
+function parse(argv: string[]): Cli {
+  const names: string[] = [];
+  const cli: Partial<Cli> & { smoke: boolean } = { smoke: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const value = (): string | undefined => inline ?? argv[++i];
+    if (flag === '--smoke') cli.smoke = true;
+    else if (flag === '--n') cli.n = count('--n', value());
+    else if (flag === '--ops') cli.ops = count('--ops', value());
+    else if (flag === '--out') cli.out = path.resolve(value() ?? '');
+    else if (flag === '--doc') cli.doc = path.resolve(value() ?? '');
+    else if (flag === '--help' || flag === '-h') {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else if (flag.startsWith('-')) throw new Error(`unknown option ${flag}\n${USAGE}`);
+    else names.push(flag);
+  }
+  const out = cli.out ?? path.join(PACKAGE_DIR, 'results', ...(cli.smoke ? ['smoke'] : []));
+  const result: Cli = {
+    smoke: cli.smoke,
+    workloads: names.length === 0 ? [...WORKLOADS] : names.map(findWorkload),
+    out,
+    doc: cli.doc ?? (cli.smoke ? path.join(out, 'benchmarks.md') : path.join(PACKAGE_DIR, '..', 'docs', 'benchmarks.md')),
+    argv,
+  };
+  if (cli.n !== undefined) result.n = cli.n;
+  if (cli.ops !== undefined) result.ops = cli.ops;
+  return result;
+}
+
+async function main(): Promise<number> {
+  const cli = parse(process.argv.slice(2));
+  fs.mkdirSync(cli.out, { recursive: true });
+  const machine = machineInfo();
+  const started = Date.now();
+  let failures = 0;
+  for (const w of cli.workloads) {
+    const params = w.params(cli);
+    const t0 = performance.now();
+    process.stderr.write(`[${w.name}] ${w.title}: ${JSON.stringify(params)}\n`);
+    const ctx = {
+      child: (peer: string, p: typeof params): PeerResult => {
+        const t = performance.now();
+        const r = runChild(w.name, peer, p, cli.smoke ? 120_000 : 3_600_000);
+        const status = r.error !== undefined ? `FAILED (${r.error})` : r.skipped !== undefined ? `skipped (${r.skipped})` : 'ok';
+        process.stderr.write(`  ${peer.padEnd(22)} ${status} in ${((performance.now() - t) / 1000).toFixed(1)} s\n`);
+        return r;
+      },
+      log: (line: string) => process.stderr.write(`  ${line}\n`),
+    };
+    const peers = await w.run(ctx, params);
+    failures += peers.filter((p) => p.error !== undefined).length;
+    const result: WorkloadResult = {
+      workload: w.name,
+      title: w.title,
+      description: w.description,
+      date: new Date().toISOString(),
+      machine,
+      command: ['pnpm bench', w.name, ...(cli.smoke ? ['--smoke'] : []), ...(cli.n !== undefined ? [`--n ${cli.n}`] : []), ...(cli.ops !== undefined ? [`--ops ${cli.ops}`] : [])].join(' '),
+      smoke: cli.smoke,
+      params,
+      peers,
+      elapsedMs: performance.now() - t0,
+      ...w.summarize(params, peers),
+    };
+    fs.writeFileSync(path.join(cli.out, `${w.name}.json`), `${JSON.stringify(result, null, 2)}\n`);
+    for (const t of result.targets) {
+      process.stderr.write(`  target ${t.met === true ? 'MET    ' : t.met === false ? 'NOT MET' : 'n/a    '} ${t.statement}: ${t.measured}\n`);
+    }
+  }
+  writeReport(cli.out, cli.doc, `pnpm bench ${cli.argv.join(' ')}`.trim());
+  process.stderr.write(`results in ${cli.out}, report ${cli.doc} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
+  return failures === 0 ? 0 : 1;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 2;
+  },
+);

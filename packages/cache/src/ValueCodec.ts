@@ -1,0 +1,105 @@
+import { PileError, type CompiledSchema } from '@pile/core';
+import { Packr } from 'msgpackr';
+
+export const VALUE_STRING = 1;
+export const VALUE_BYTES = 2;
+export const VALUE_BUFFER = 3;
+export const VALUE_MSGPACK = 4;
+export const VALUE_TYPED = 5;
+
+/**
+ * Encodes a table's values inside its entry records. With a schema: the pile's compiled codec
+ * (no per-record shape data, fields read at fixed offsets). Without: strings as UTF-8, byte
+ * arrays as is, anything else as self-contained MessagePack (an entry never depends on another record).
+ */
+export class ValueCodec<V> {
+  /** What {@link measure} decided for the value in progress. */
+  kind = 0;
+  private packed: Buffer | undefined;
+  private value: unknown;
+  private readonly packr = new Packr({ useRecords: false, moreTypes: true });
+
+  constructor(private readonly codec: CompiledSchema<V> | undefined) {}
+
+  get typed(): boolean {
+    return this.codec !== undefined;
+  }
+
+  /**
+   * Byte length of `value` as stored; checks it against the schema.
+   * @throws PILE_SCHEMA_VIOLATION naming the path, for a typed table
+   */
+  measure(value: V): number {
+    this.value = value;
+    this.packed = undefined;
+    if (this.codec !== undefined) {
+      this.kind = VALUE_TYPED;
+      return this.codec.measure(value);
+    }
+    if (typeof value === 'string') {
+      this.kind = VALUE_STRING;
+      return Buffer.byteLength(value, 'utf8');
+    }
+    if (value instanceof Uint8Array) {
+      this.kind = Buffer.isBuffer(value) ? VALUE_BUFFER : VALUE_BYTES;
+      return value.length;
+    }
+    this.kind = VALUE_MSGPACK;
+    try {
+      this.packed = this.packr.pack(value);
+    } catch (err) {
+      throw new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
+    }
+    return this.packed.length;
+  }
+
+  /** Writes the measured value at `buf[off..]`. */
+  write(buf: Buffer, view: DataView, off: number, len: number): void {
+    switch (this.kind) {
+      case VALUE_TYPED:
+        this.codec!.encode(this.value as V, buf, view, off);
+        break;
+      case VALUE_STRING:
+        buf.write(this.value as string, off, len, 'utf8');
+        break;
+      case VALUE_BYTES:
+      case VALUE_BUFFER:
+        buf.set(this.value as Uint8Array, off);
+        break;
+      default:
+        buf.set(this.packed!, off);
+    }
+    this.value = undefined;
+    this.packed = undefined;
+  }
+
+  /**
+   * Decodes a stored value.
+   * @throws PILE_CORRUPT when the bytes do not decode
+   * @throws PILE_SCHEMA_MISMATCH when a typed value is read by a table without its schema
+   */
+  read(kind: number, buf: Buffer, view: DataView, off: number, len: number): V {
+    switch (kind) {
+      case VALUE_TYPED:
+        if (this.codec === undefined) throw new PileError('PILE_SCHEMA_MISMATCH', 'a typed cache value is read without its schema');
+        return this.codec.decode(buf, view, off, len);
+      case VALUE_STRING:
+        return buf.toString('utf8', off, off + len) as V;
+      case VALUE_BYTES: {
+        const out = new Uint8Array(len);
+        out.set(buf.subarray(off, off + len));
+        return out as V;
+      }
+      case VALUE_BUFFER:
+        return Buffer.from(buf.subarray(off, off + len)) as V;
+      case VALUE_MSGPACK:
+        try {
+          return this.packr.unpack(buf.subarray(off, off + len)) as V;
+        } catch (err) {
+          throw new PileError('PILE_CORRUPT', `cache value at offset ${off} does not decode: ${(err as Error).message}`);
+        }
+      default:
+        throw new PileError('PILE_CORRUPT', `cache value at offset ${off} has unknown kind ${kind}`);
+    }
+  }
+}

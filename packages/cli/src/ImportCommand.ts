@@ -1,0 +1,139 @@
+import * as fs from 'node:fs';
+import { isPileError, openPile, type Pile } from '@pile/core';
+import type { ZodType } from 'zod';
+import { cacheOf } from './CacheTables';
+import { CliError, EXIT_CANNOT_OPEN, EXIT_FAILED } from './CliError';
+import { readShapeFile, zodOfShape, type FlatShape } from './FlatSchema';
+import { JsonInputError, JsonRecordSplitter, type InputPosition } from './JsonRecordSplitter';
+import { openExistingPile } from './PileOpener';
+import { Progress, formatBytes, formatCount } from './Progress';
+import { storeShape, storedShape } from './TableAccess';
+
+/** Options of `pile import`. */
+export interface ImportOptions {
+  table: string;
+  key: string;
+  schema?: string;
+}
+
+/** What an import did. */
+export interface ImportResult {
+  records: number;
+  bytes: number;
+  seconds: number;
+}
+
+function at(p: InputPosition): string {
+  return `line ${p.line}, column ${p.column} (byte ${p.byte})`;
+}
+
+/** Opens the pile an import writes to: an existing pile, or a new one in a missing or empty directory. */
+function openForImport(dir: string): Pile {
+  let fresh = !fs.existsSync(dir);
+  if (!fresh && fs.statSync(dir).isDirectory() && fs.readdirSync(dir).length === 0) fresh = true;
+  if (!fresh) return openExistingPile(dir, { readonly: false });
+  try {
+    return openPile({ dir });
+  } catch (err) {
+    if (isPileError(err)) throw new CliError(`can not create a pile in ${dir}: ${err.message}`, EXIT_CANNOT_OPEN);
+    throw err;
+  }
+}
+
+/**
+ * Streams a JSON array or NDJSON from `input` into a cache table, keyed by the `key` field of
+ * each record. Reads chunk by chunk with backpressure and keeps only the record being parsed on
+ * the heap, so input of any size imports with a flat heap. Malformed input stops the import with
+ * the line, column and byte of the error; the records imported before it stay in the table and
+ * are flushed. The table is durable: no record is dropped for lack of room.
+ * @throws CliError (exit 2) when the pile can not be opened; (exit 1) on malformed input, a
+ *   record without a usable key, a record that does not match the schema
+ */
+export async function importInto(pile: Pile, input: NodeJS.ReadableStream, totalBytes: number, options: ImportOptions): Promise<ImportResult> {
+  const shape: FlatShape | undefined = options.schema !== undefined ? readShapeFile(options.schema) : storedShape(pile, options.table);
+  const cache = await cacheOf(pile);
+  let table;
+  try {
+    table = shape === undefined
+      ? cache.table(options.table, { collisionMode: 'durable' })
+      : cache.table(options.table, { collisionMode: 'durable', schema: zodOfShape(shape) as ZodType<unknown> });
+  } catch (err) {
+    if (isPileError(err)) throw new CliError(`can not open table '${options.table}': ${err.message}`, EXIT_FAILED);
+    throw err;
+  }
+  if (shape !== undefined && options.schema !== undefined) storeShape(pile, options.table, shape);
+
+  const keyField = options.key;
+  const splitter = new JsonRecordSplitter();
+  const bar = new Progress(`import ${options.table}`, 'bytes');
+  const t0 = process.hrtime.bigint();
+  let stop = false;
+  const onSignal = (): void => {
+    stop = true;
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const onValue = (value: unknown, pos: InputPosition): void => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new CliError(`record at ${at(pos)} is not an object`, EXIT_FAILED);
+    }
+    const key = (value as Record<string, unknown>)[keyField];
+    if (typeof key !== 'string' && typeof key !== 'number') {
+      throw new CliError(`record at ${at(pos)} has no string or number field '${keyField}' to use as its key`, EXIT_FAILED);
+    }
+    try {
+      table.put(key, value);
+    } catch (err) {
+      if (isPileError(err)) throw new CliError(`record at ${at(pos)} was not imported: ${err.message}`, EXIT_FAILED);
+      throw err;
+    }
+  };
+  const done = (): ImportResult => ({
+    records: splitter.count,
+    bytes: splitter.bytesRead,
+    seconds: Number(process.hrtime.bigint() - t0) / 1e9,
+  });
+  try {
+    for await (const chunk of input) {
+      splitter.write(chunk as Buffer, onValue);
+      bar.update(splitter.bytesRead, totalBytes);
+      if (stop) throw new CliError(`interrupted at byte ${splitter.bytesRead}`, 130);
+    }
+    splitter.end(onValue);
+    bar.update(splitter.bytesRead, totalBytes);
+    return done();
+  } catch (err) {
+    const kept = `; ${formatCount(splitter.count)} records imported before it were kept`;
+    if (err instanceof JsonInputError) throw new CliError(`malformed input at ${err.message}${kept}`, EXIT_FAILED);
+    if (err instanceof CliError) throw new CliError(`${err.message}${kept}`, err.exitCode);
+    throw err;
+  } finally {
+    bar.stop();
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    // What was imported stays: durable against power loss too.
+    if (!pile.isClosed) pile.flush();
+  }
+}
+
+/**
+ * `pile import <dir> --table NAME --key FIELD [--schema FILE] < data.json`. Creates the pile
+ * when `dir` is missing or empty. Reports on stdout; the progress bar (bytes read of the
+ * file's size when stdin is a file) goes to stderr.
+ */
+export async function runImport(dir: string, options: ImportOptions): Promise<void> {
+  if (options.schema !== undefined) readShapeFile(options.schema); // a bad schema file fails before the pile is touched
+  const pile = openForImport(dir);
+  try {
+    let total = 0;
+    try {
+      const st = fs.fstatSync(0);
+      if (st.isFile()) total = st.size;
+    } catch { /* no size known: the bar shows bytes only */ }
+    const r = await importInto(pile, process.stdin, total, options);
+    const rate = r.seconds > 0 ? `${formatCount(r.records / r.seconds)} records/s, ${formatBytes(r.bytes / r.seconds)}/s` : '';
+    process.stdout.write(`imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate})\n`);
+  } finally {
+    pile.close();
+  }
+}

@@ -1,5 +1,5 @@
 import type { BarChart, LineChart } from './Workload';
-import { fmtBytes, fmtCount, fmtMs, fmtRate } from './Format';
+import { fmtBytes, fmtCount, fmtMs, fmtRate, fmtUs } from './Format';
 
 /** Hand-written SVG charts, small enough to inline in Markdown. */
 
@@ -15,7 +15,8 @@ function esc(s: string): string {
 function fmtValue(unit: string, v: number): string {
   if (unit === 'bytes') return fmtBytes(v);
   if (unit === 'ms') return fmtMs(v);
-  return `${fmtRate(v)}`.replace('/s', unit.startsWith('ops') || unit.endsWith('/s') ? '/s' : '');
+  if (unit === 'µs') return fmtUs(v);
+  return fmtRate(v);
 }
 
 /** Horizontal bars, one per peer, value printed at the end of each bar; pile bars in blue. */
@@ -54,12 +55,18 @@ function niceMax(v: number): number {
   return 10 * p;
 }
 
+/** An axis tick's number: as many decimals as the axis's scale needs. */
+function tick(v: number, max: number): string {
+  const decimals = max >= 10 ? 0 : max >= 1 ? 1 : Math.min(6, Math.ceil(-Math.log10(max)) + 1);
+  return v.toFixed(decimals);
+}
+
 /** Lines of [x, y] points on linear axes starting at zero, with a legend. */
 export function lineChart(c: LineChart): string {
-  const width = 640;
+  const width = 720;
   const height = 340;
   const left = 64;
-  const right = 180;
+  const right = 250;
   const top = 34;
   const bottom = 44;
   const plotW = width - left - right;
@@ -79,7 +86,7 @@ export function lineChart(c: LineChart): string {
     const xv = (xMax * i) / 5;
     parts.push(
       `<line x1="${left}" x2="${left + plotW}" y1="${Y(yv).toFixed(1)}" y2="${Y(yv).toFixed(1)}" stroke="#d0d7de" stroke-width="1"/>`,
-      `<text x="${left - 6}" y="${(Y(yv) + 4).toFixed(1)}" ${FONT} text-anchor="end" fill="#57606a">${esc(c.yLabel === 'ms' ? fmtMs(yv).replace(' ms', '') : String(yv))}</text>`,
+      `<text x="${left - 6}" y="${(Y(yv) + 4).toFixed(1)}" ${FONT} text-anchor="end" fill="#57606a">${esc(tick(yv, yMax))}</text>`,
       `<text x="${X(xv).toFixed(1)}" y="${top + plotH + 16}" ${FONT} text-anchor="middle" fill="#57606a">${esc(fmtCount(xv))}</text>`,
     );
   }

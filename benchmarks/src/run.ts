@@ -17,19 +17,22 @@ const PACKAGE_DIR = path.join(__dirname, '..');
 
 interface Cli extends RunOptions {
   workloads: Workload[];
+  /** Regenerate the report from the results files present, measuring nothing. */
+  reportOnly: boolean;
   out: string;
   doc: string;
   /** The arguments as given, for the report's "reproduce with" line. */
   argv: string[];
 }
 
-const USAGE = `usage: pnpm bench [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE]
+const USAGE = `usage: pnpm bench [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE] [--report-only]
 workloads: ${WORKLOADS.map((w) => `${w.name} (${w.title})`).join(', ')}
   --n N      record count of every selected workload (5m, 500k and 1e6 are accepted)
   --ops N    operation count of the read and cache loops
   --smoke    tiny sizes, results in benchmarks/results/smoke/ (never docs/)
   --out DIR  results directory (default benchmarks/results)
-  --doc FILE report to regenerate (default docs/benchmarks.md)`;
+  --doc FILE report to regenerate (default docs/benchmarks.md)
+  --report-only  regenerate the report from the results files present, measure nothing`;
 
 function count(flag: string, text: string | undefined): number {
   const m = /^(\d+(?:\.\d+)?(?:e\d+)?)([kmKM]?)$/.exec(text ?? '');
@@ -40,12 +43,13 @@ function count(flag: string, text: string | undefined): number {
 
 function parse(argv: string[]): Cli {
   const names: string[] = [];
-  const cli: Partial<Cli> & { smoke: boolean } = { smoke: false };
+  const cli: Partial<Cli> & { smoke: boolean; reportOnly: boolean } = { smoke: false, reportOnly: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
     const value = (): string | undefined => inline ?? argv[++i];
     if (flag === '--smoke') cli.smoke = true;
+    else if (flag === '--report-only') cli.reportOnly = true;
     else if (flag === '--n') cli.n = count('--n', value());
     else if (flag === '--ops') cli.ops = count('--ops', value());
     else if (flag === '--out') cli.out = path.resolve(value() ?? '');
@@ -59,6 +63,7 @@ function parse(argv: string[]): Cli {
   const out = cli.out ?? path.join(PACKAGE_DIR, 'results', ...(cli.smoke ? ['smoke'] : []));
   const result: Cli = {
     smoke: cli.smoke,
+    reportOnly: cli.reportOnly,
     workloads: names.length === 0 ? [...WORKLOADS] : names.map(findWorkload),
     out,
     doc: cli.doc ?? (cli.smoke ? path.join(out, 'benchmarks.md') : path.join(PACKAGE_DIR, '..', 'docs', 'benchmarks.md')),
@@ -75,7 +80,7 @@ async function main(): Promise<number> {
   const machine = machineInfo();
   const started = Date.now();
   let failures = 0;
-  for (const w of cli.workloads) {
+  for (const w of cli.reportOnly ? [] : cli.workloads) {
     const params = w.params(cli);
     const t0 = performance.now();
     process.stderr.write(`[${w.name}] ${w.title}: ${JSON.stringify(params)}\n`);
@@ -109,7 +114,7 @@ async function main(): Promise<number> {
       process.stderr.write(`  target ${t.met === true ? 'MET    ' : t.met === false ? 'NOT MET' : 'n/a    '} ${t.statement}: ${t.measured}\n`);
     }
   }
-  writeReport(cli.out, cli.doc, `pnpm bench ${cli.argv.join(' ')}`.trim());
+  writeReport(cli.out, cli.doc, cli.reportOnly ? undefined : `pnpm bench ${cli.argv.join(' ')}`.trim());
   process.stderr.write(`results in ${cli.out}, report ${cli.doc} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   return failures === 0 ? 0 : 1;
 }

@@ -1,27 +1,58 @@
-import type { Pile } from '@pile/core';
-import type { PileCache } from '@pile/cache';
+import { isPileError, type Pile } from '@pile/core';
+import { openCache, type PileCache } from '@pile/cache';
+import { storedShape } from './TableAccess';
+import { zodOfShape } from './FlatSchema';
 
-/** One keyed table of a cache as `pile stats` shows it. */
+/** One keyed table of a cache as `pile stats` shows it; count and capacity are null for a typed table whose shape is not known. */
 export interface TableSummary {
   name: string;
-  count: number;
-  capacity: number;
+  typed: boolean;
+  count: number | null;
+  capacity: number | null;
+}
+
+const open = new Map<Pile, PileCache>();
+
+/**
+ * The cache that lives in `pile`, opened once per pile. Close with {@link closePile}.
+ */
+export async function cacheOf(pile: Pile): Promise<PileCache> {
+  let cache = open.get(pile);
+  if (cache === undefined) {
+    cache = openCache({ pile, sweepIntervalSec: 0 });
+    open.set(pile, cache);
+  }
+  return cache;
+}
+
+/** Closes the cache opened on `pile` (marking it cleanly closed), then the pile. Idempotent. */
+export function closePile(pile: Pile): void {
+  const cache = open.get(pile);
+  open.delete(pile);
+  try {
+    if (cache !== undefined && !pile.isClosed) cache.close();
+  } finally {
+    pile.close();
+  }
 }
 
 /**
- * Opens the cache that lives in `pile` (loaded on demand: commands that never touch tables do
- * not pay for loading @pile/cache). The cache shares the pile; close the pile, not the cache.
+ * Name, entry count and capacity of each table of the cache held by `pile`. A pile no cache
+ * ever wrote to has no tables. Typed tables are opened with the shape `pile import` stored.
  */
-export async function cacheOf(pile: Pile): Promise<PileCache> {
-  const { openCache } = await import('@pile/cache');
-  return openCache({ pile });
-}
-
-/** Name, entry count and capacity of each table of the cache held by `pile`. */
 export async function tableSummaries(pile: Pile): Promise<TableSummary[]> {
+  if (pile.getRoot('pile-cache') === undefined) return [];
   const cache = await cacheOf(pile);
   return cache.tables().map((name) => {
-    const t = cache.table(name);
-    return { name, count: t.count, capacity: t.capacity };
+    try {
+      const t = cache.table(name);
+      return { name, typed: false, count: t.count, capacity: t.capacity };
+    } catch (err) {
+      if (!isPileError(err, 'PILE_SCHEMA_MISMATCH')) throw err;
+    }
+    const shape = storedShape(pile, name);
+    if (shape === undefined) return { name, typed: true, count: null, capacity: null };
+    const t = cache.table(name, { schema: zodOfShape(shape) });
+    return { name, typed: true, count: t.count, capacity: t.capacity };
   });
 }

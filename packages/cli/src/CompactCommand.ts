@@ -1,5 +1,4 @@
 import type { Pile } from '@pile/core';
-import { CliError, EXIT_FAILED } from './CliError';
 import { openExistingPile } from './PileOpener';
 import { Progress, formatBytes } from './Progress';
 
@@ -8,14 +7,7 @@ export interface CompactOptions {
   json?: boolean;
 }
 
-/** What `pile.compact()` reports. */
-export interface CompactResult {
-  segmentsBefore: number;
-  segmentsAfter: number;
-  bytesReleased: number;
-}
-
-type Compactable = Pile & { compact?: (onProgress?: (p: { phase: string; done: number; total: number }) => void) => CompactResult };
+type CompactResult = ReturnType<Pile['compact']>;
 
 /**
  * `pile compact <dir>`: releases empty trailing segments (their files are deleted) and rebuilds
@@ -23,11 +15,10 @@ type Compactable = Pile & { compact?: (onProgress?: (p: { phase: string; done: n
  * @throws CliError (exit 2) when the pile can not be opened or is locked
  */
 export async function runCompact(dir: string, options: CompactOptions): Promise<void> {
-  const pile = openExistingPile(dir, { readonly: false }) as Compactable;
+  const pile = openExistingPile(dir, { readonly: false });
   const bar = new Progress('compact', 'items');
   let result: CompactResult;
   try {
-    if (typeof pile.compact !== 'function') throw new CliError('this build of @pile/core has no compact()', EXIT_FAILED);
     result = pile.compact((p) => bar.update(p.done, p.total));
   } finally {
     bar.stop();

@@ -2,7 +2,7 @@ import { isPileError, type Pile, type PileEntry, type PilePointer } from '@pile/
 import { CliError, EXIT_FAILED } from './CliError';
 import { openExistingPile } from './PileOpener';
 import { hexOf, jsonReplacer, textOf } from './ValueFormat';
-import { writeOut } from './Output';
+import { flushOut, writeOut } from './Output';
 
 /** Options of `pile dump`. */
 export interface DumpOptions {
@@ -76,6 +76,7 @@ export async function runDump(dir: string, options: DumpOptions): Promise<void> 
       if (p === undefined) throw new CliError(`${dir} has no root named '${options.root}' (roots: ${pile.roots().join(', ') || 'none'})`, EXIT_FAILED);
       const entry = findEntry(pile, p);
       await emit(dumpRecord(pile, entry, rootsOf.get(p)));
+      await flushOut();
       return;
     }
     let n = 0;
@@ -84,6 +85,7 @@ export async function runDump(dir: string, options: DumpOptions): Promise<void> 
       n++;
       await emit(dumpRecord(pile, entry, rootsOf.get(entry.pointer)));
     }
+    await flushOut();
   } finally {
     pile.close();
   }

@@ -1,4 +1,4 @@
-import { cacheOf } from './CacheTables';
+import { cacheOf, closePile } from './CacheTables';
 import { readShapeFile } from './FlatSchema';
 import { flushOut, writeOut } from './Output';
 import { openExistingPile } from './PileOpener';
@@ -38,6 +38,6 @@ export async function runExport(dir: string, options: ExportOptions): Promise<vo
     if (!ndjson) await writeOut(first ? ']\n' : '\n]\n');
     await flushOut();
   } finally {
-    pile.close();
+    closePile(pile);
   }
 }

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { isPileError, openPile, type Pile } from '@pile/core';
 import type { ZodType } from 'zod';
-import { cacheOf } from './CacheTables';
+import { cacheOf, closePile } from './CacheTables';
 import { CliError, EXIT_CANNOT_OPEN, EXIT_FAILED } from './CliError';
 import { readShapeFile, zodOfShape, type FlatShape } from './FlatSchema';
 import { JsonInputError, JsonRecordSplitter, type InputPosition } from './JsonRecordSplitter';
@@ -67,9 +67,12 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
   const splitter = new JsonRecordSplitter();
   const bar = new Progress(`import ${options.table}`, 'bytes');
   const t0 = process.hrtime.bigint();
+  let imported = 0;
   let stop = false;
   const onSignal = (): void => {
     stop = true;
+    // A reader blocked on a pipe that sends nothing would otherwise never see the flag.
+    (input as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -83,27 +86,35 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
     }
     try {
       table.put(key, value);
+      imported++;
     } catch (err) {
       if (isPileError(err)) throw new CliError(`record at ${at(pos)} was not imported: ${err.message}`, EXIT_FAILED);
       throw err;
     }
   };
   const done = (): ImportResult => ({
-    records: splitter.count,
+    records: imported,
     bytes: splitter.bytesRead,
     seconds: Number(process.hrtime.bigint() - t0) / 1e9,
   });
+  const interrupted = (): CliError => new CliError(`interrupted after byte ${splitter.bytesRead}`, 130);
   try {
-    for await (const chunk of input) {
-      splitter.write(chunk as Buffer, onValue);
-      bar.update(splitter.bytesRead, totalBytes);
-      if (stop) throw new CliError(`interrupted at byte ${splitter.bytesRead}`, 130);
+    try {
+      for await (const chunk of input) {
+        if (stop) break;
+        splitter.write(chunk as Buffer, onValue);
+        bar.update(splitter.bytesRead, totalBytes);
+      }
+    } catch (err) {
+      if (stop) throw interrupted();
+      throw err;
     }
+    if (stop) throw interrupted();
     splitter.end(onValue);
     bar.update(splitter.bytesRead, totalBytes);
     return done();
   } catch (err) {
-    const kept = `; ${formatCount(splitter.count)} records imported before it were kept`;
+    const kept = `; ${formatCount(imported)} record${imported === 1 ? '' : 's'} imported before it ${imported === 1 ? 'was' : 'were'} kept`;
     if (err instanceof JsonInputError) throw new CliError(`malformed input at ${err.message}${kept}`, EXIT_FAILED);
     if (err instanceof CliError) throw new CliError(`${err.message}${kept}`, err.exitCode);
     throw err;
@@ -134,6 +145,6 @@ export async function runImport(dir: string, options: ImportOptions): Promise<vo
     const rate = r.seconds > 0 ? `${formatCount(r.records / r.seconds)} records/s, ${formatBytes(r.bytes / r.seconds)}/s` : '';
     process.stdout.write(`imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate})\n`);
   } finally {
-    pile.close();
+    closePile(pile);
   }
 }

@@ -14,6 +14,9 @@ export class JsonInputError extends Error {
   }
 }
 
+/** How the input is laid out: see {@link JsonRecordSplitter}. */
+export type InputFormat = 'auto' | 'array' | 'ndjson';
+
 /** Largest single record accepted: a record must fit in memory once while it is parsed. */
 export const MAX_RECORD_BYTES = 256 * 1024 * 1024;
 
@@ -28,6 +31,8 @@ const LBRACKET = 0x5b;
 const RBRACKET = 0x5d;
 const LBRACE = 0x7b;
 const RBRACE = 0x7d;
+
+const BOM = [0xef, 0xbb, 0xbf];
 
 const enum Mode { Detect, ArrayStart, ArrayValue, Element, AfterElement, ArrayDone, Lines }
 
@@ -45,7 +50,7 @@ function isSpace(b: number): boolean {
  * Usage: `write(chunk, onValue)` for each chunk, then `end(onValue)`.
  */
 export class JsonRecordSplitter {
-  private mode: Mode = Mode.Detect;
+  private mode: Mode;
   /** Absolute offset of the first byte of the current chunk. */
   private base = 0;
   private line = 1;
@@ -63,6 +68,14 @@ export class JsonRecordSplitter {
   /** Records handed to onValue so far. */
   count = 0;
 
+  /**
+   * @param format `auto` (default): an array when the first non-blank byte is `[`, else NDJSON;
+   *   `ndjson` for NDJSON whose lines may themselves be arrays; `array` to refuse anything else
+   */
+  constructor(private readonly format: InputFormat = 'auto') {
+    this.mode = format === 'ndjson' ? Mode.Lines : Mode.Detect;
+  }
+
   /** Bytes consumed so far. */
   get bytesRead(): number {
     return this.base;
@@ -75,7 +88,8 @@ export class JsonRecordSplitter {
   write(chunk: Buffer, onValue: (value: unknown, at: InputPosition) => void): void {
     let i = 0;
     const n = chunk.length;
-    if (this.base === 0 && this.mode === Mode.Detect && n >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) i = 3;
+    // A UTF-8 byte order mark (EF BB BF) before the first value is skipped, even split across chunks.
+    while ((this.mode === Mode.Detect || (this.mode === Mode.Lines && !this.lineOpen)) && i < n && this.base + i < 3 && chunk[i] === BOM[this.base + i]) i++;
     let recStart = this.mode === Mode.Element || (this.mode === Mode.Lines && this.lineOpen) ? 0 : -1;
     while (i < n) {
       const b = chunk[i]!;
@@ -148,6 +162,8 @@ export class JsonRecordSplitter {
           if (b === LBRACKET) {
             this.mode = Mode.ArrayStart;
             i++;
+          } else if (this.format === 'array') {
+            throw this.errorAt(i, `expected a JSON array, found '${String.fromCharCode(b)}'`);
           } else {
             this.mode = Mode.Lines;
           }
@@ -192,6 +208,8 @@ export class JsonRecordSplitter {
     if (this.mode === Mode.Lines && this.lineOpen) {
       this.lineOpen = false;
       this.emit(Buffer.alloc(0), 0, 0, onValue);
+    } else if (this.mode === Mode.Detect && this.format === 'array') {
+      throw new JsonInputError('unexpected end of input: expected a JSON array', this.position(this.base));
     } else if (this.mode === Mode.ArrayStart || this.mode === Mode.ArrayValue || this.mode === Mode.Element) {
       throw new JsonInputError('unexpected end of input: the array is not closed', this.position(this.base));
     }

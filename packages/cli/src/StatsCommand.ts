@@ -1,7 +1,7 @@
 import type { Pile } from '@pile/core';
 import { openExistingPile } from './PileOpener';
 import { formatBytes, formatCount } from './Progress';
-import { tableSummaries, type TableSummary } from './CacheTables';
+import { closePile, tableSummaries, type TableSummary } from './CacheTables';
 
 /** Options of `pile stats`. */
 export interface StatsOptions {
@@ -63,7 +63,11 @@ export function formatStats(r: StatsReport): string {
     ['schemas', r.schemas.length === 0 ? '(none)' : `${r.schemas.length}: ${r.schemas.map((s) => `${s.name} (id ${s.id})`).join(', ')}`],
     ['tables', r.tables.length === 0 ? '(none)' : String(r.tables.length)],
   ];
-  for (const t of r.tables) rows.push([`  ${t.name}`, `${formatCount(t.count)} entries, capacity ${formatCount(t.capacity)}`]);
+  for (const t of r.tables) {
+    rows.push([`  ${t.name}`, t.count === null || t.capacity === null
+      ? 'typed values of a shape not known here: count not shown'
+      : `${formatCount(t.count)} entries, capacity ${formatCount(t.capacity)}${t.typed ? ', typed' : ''}`]);
+  }
   const w = Math.max(...rows.map(([k]) => k.length));
   return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
 }
@@ -79,6 +83,6 @@ export async function runStats(dir: string, options: StatsOptions): Promise<void
     const report = await statsReport(dir, pile);
     process.stdout.write(options.json === true ? `${JSON.stringify(report, null, 2)}\n` : `${formatStats(report)}\n`);
   } finally {
-    pile.close();
+    closePile(pile);
   }
 }

@@ -32,38 +32,95 @@ export class DirectoryLock {
     const file = path.join(key, LOCK_FILE_NAME);
     if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this process`);
     for (let attempt = 0; attempt < 3; attempt++) {
-      try {
-        const fd = fs.openSync(file, 'wx');
-        fs.writeSync(fd, String(process.pid));
-        fs.closeSync(fd);
+      if (createWithPid(file)) {
         heldHere.add(key);
+        removeLeftovers(key);
         return new DirectoryLock(key, file);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-          throw new PileError('PILE_LOCKED', `can not create lock file ${file}: ${(err as Error).message}`);
-        }
       }
       let owner = NaN;
       let ageMs = Infinity;
       try {
         ageMs = Date.now() - fs.statSync(file).mtimeMs;
-        owner = Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
-      } catch { /* removed meanwhile: retry */ }
+        owner = readPid(file);
+      } catch { continue; /* removed meanwhile: retry */ }
       if (Number.isNaN(owner) && ageMs < 5000) {
-        // Just created by a taker that has not written its pid yet.
+        // Only a writer on a file system without hard links creates the file before its pid is in it.
         throw new PileError('PILE_LOCKED', `pile ${dir} is being opened for writing by another process (lock file ${file})`);
       }
       if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) {
         throw new PileError('PILE_LOCKED', `pile ${dir} is open for writing by process ${owner} (lock file ${file})`);
       }
-      // Left by a dead process (or by an earlier life of this pid): take it over.
-      try { fs.unlinkSync(file); } catch { /* another taker removed it first */ }
+      // Left by a dead process (or by an earlier life of this pid): move it aside under a name of
+      // our own, then check that what moved is the lock judged dead. A taker racing us may have
+      // replaced it meanwhile; unlinking by name would have removed that live lock.
+      const aside = `${file}.stale-${process.pid}`;
+      try { fs.renameSync(file, aside); } catch { continue; /* another taker moved it first */ }
+      let moved = NaN;
+      try { moved = readPid(aside); } catch { /* unreadable: treat as the dead lock */ }
+      if (moved !== owner && !(Number.isNaN(moved) && Number.isNaN(owner))) {
+        try { fs.linkSync(aside, file); } catch { /* a third taker holds it now */ }
+        try { fs.unlinkSync(aside); } catch { /* gone */ }
+        throw new PileError('PILE_LOCKED', `pile ${dir} was just taken by process ${moved} (lock file ${file})`);
+      }
+      try { fs.unlinkSync(aside); } catch { /* gone */ }
     }
     throw new PileError('PILE_LOCKED', `could not take the lock file ${file}`);
   }
 
   release(): void {
     heldHere.delete(this.dir);
-    try { fs.unlinkSync(this.file); } catch { /* already gone: nothing to release */ }
+    try {
+      // Never remove a lock that is no longer ours (taken over after this process was thought dead).
+      if (readPid(this.file) === process.pid) fs.unlinkSync(this.file);
+    } catch { /* already gone: nothing to release */ }
+  }
+}
+
+function readPid(file: string): number {
+  return Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
+}
+
+/**
+ * Creates the lock file with this process's pid already in it: the pid goes to a private
+ * file that is then hard-linked to the lock name, which fails if the lock exists. So a
+ * writer killed at any point leaves either no lock or a lock naming it, never an empty one.
+ * False when the lock exists.
+ * @throws PILE_LOCKED when the file can not be created at all
+ */
+function createWithPid(file: string): boolean {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    fs.writeFileSync(tmp, String(process.pid));
+    try {
+      fs.linkSync(tmp, file);
+      return true;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return false;
+      if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+    } finally {
+      try { fs.unlinkSync(tmp); } catch { /* already gone */ }
+    }
+    // No hard links on this file system: exclusive create, then the pid.
+    const fd = fs.openSync(file, 'wx');
+    try { fs.writeSync(fd, String(process.pid)); } finally { fs.closeSync(fd); }
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw new PileError('PILE_LOCKED', `can not create lock file ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** Private files of lock takers that died between creating and removing them. */
+function removeLeftovers(dir: string): void {
+  let names: string[];
+  try { names = fs.readdirSync(dir); } catch { return; }
+  for (const name of names) {
+    const m = /^pile\.lock\.(?:(\d+)\.tmp|stale-(\d+))$/.exec(name);
+    if (m === null) continue;
+    const pid = Number(m[1] ?? m[2]);
+    if (pid !== process.pid && !alive(pid)) {
+      try { fs.unlinkSync(path.join(dir, name)); } catch { /* removed by another */ }
+    }
   }
 }

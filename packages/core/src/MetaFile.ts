@@ -89,6 +89,11 @@ export class MetaFile {
     return [decodeSlot(b, 0), decodeSlot(b, SLOT_SIZE)];
   }
 
+  /** True when a catalog slot was ever written (slot bytes not all zero), valid or not. */
+  slotsWritten(): boolean {
+    return this.read(SLOT_A, SLOT_SIZE * 2).some((x) => x !== 0);
+  }
+
   writeSlot(which: 0 | 1, slot: CatalogSlot): void {
     const b = Buffer.alloc(SLOT_SIZE);
     b.writeUInt32LE(slot.seq >>> 0, 0);

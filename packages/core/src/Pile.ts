@@ -239,6 +239,9 @@ export class Pile implements Iterable<PileEntry> {
     this.packr = new Packr({
       maxSharedStructures: 8160,
       copyBuffers: true,
+      // Typed arrays other than Uint8Array, Sets and bigints beyond 64 bits round-trip only with
+      // the extensions; without them msgpackr writes a Float64Array as garbage bytes.
+      moreTypes: true,
       getStructures: () => {
         if (this.readonly) this.refreshCatalog();
         // A copy: msgpackr appends new shapes to the array it holds before saveStructures
@@ -753,7 +756,13 @@ export class Pile implements Iterable<PileEntry> {
       this.pLen = value.length;
     } else {
       // pack() may persist new record structures through saveCatalog(), which reuses the scratch fields.
-      const bytes = this.packr.pack(value);
+      let bytes: Buffer;
+      try {
+        bytes = this.packr.pack(value);
+      } catch (err) {
+        if (err instanceof PileError) throw err;
+        throw invalid('value', `can not be encoded by msgpackr: ${(err as Error).message}`);
+      }
       this.pKind = KIND_MSGPACK;
       this.pBytes = bytes;
       this.pValue = value;
@@ -1120,7 +1129,9 @@ export class Pile implements Iterable<PileEntry> {
         return;
       }
     }
-    if (order.length > 0) {
+    // No valid slot but written ones: both damaged. Going on with an empty catalog would lose the
+    // roots and the msgpack structures that records need to decode.
+    if (order.length > 0 || this.meta!.slotsWritten()) {
       throw new PileError('PILE_CORRUPT', `meta file ${path.join(this.dir!, META_FILE_NAME)}: no catalog slot names a valid catalog record (offset 64)`);
     }
   }

@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, isPileError, type PilePointer, type Pile } from '../src';
+import { buildCore } from './fixtures/build-core';
 
 // Plain JS helpers shared with the child process.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -13,15 +14,10 @@ const { sameValue, describe: describeValue, valueFor } = require('./fixtures/cra
   valueFor: (seed: number) => unknown;
 };
 
-const ROOT = path.resolve(__dirname, '../../..');
 const WRITER = path.join(__dirname, 'fixtures', 'crash-writer.js');
 const CYCLES = Number(process.env.PILE_CRASH_CYCLES ?? 50);
 const DELETED = -1;
 
-/** Builds the core the child processes load (they run dist/, not the TS sources). */
-export function buildCore(): void {
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', 'packages/core'], { cwd: ROOT, stdio: 'inherit' });
-}
 
 type Op =
   | { i: number; op: 'put'; v: number }
@@ -55,7 +51,10 @@ class Model {
     }
   }
 
+  interruptedOps: Record<string, number> = {};
+
   interrupted(op: Op): void {
+    this.interruptedOps[op.op] = (this.interruptedOps[op.op] ?? 0) + 1;
     switch (op.op) {
       case 'put': this.pendingPuts.push(op.v); break;
       case 'set': this.certain.delete(op.p); this.uncertain.set(op.p, [op.old, op.v]); break;
@@ -200,6 +199,9 @@ describe('crash consistency under SIGKILL', function () {
         if (lastKillAfterReady) expect(rec.ran, `cycle ${cycle}: child open after a kill must recover`).to.equal(true);
         if (rec.ran) {
           stats.recoveriesByChild++;
+          stats.torn += rec.tornRecords;
+          stats.journals += rec.journalsReplayed;
+          stats.orphans += rec.orphansFreed;
           expect(res.ready.progressEvents, `cycle ${cycle}: recovery reports progress`).to.be.greaterThan(0);
         }
       }
@@ -243,6 +245,6 @@ describe('crash consistency under SIGKILL', function () {
       pile.close();
     }
     expect(model.acked, 'the children did work').to.be.greaterThan(CYCLES * 5);
-    if (process.env.PILE_CRASH_VERBOSE) console.log({ cycles: CYCLES, acked: model.acked, live: model.certain.size, ...stats });
+    if (process.env.PILE_CRASH_VERBOSE) console.log({ cycles: CYCLES, acked: model.acked, interrupted: model.interruptedOps, live: model.certain.size, ...stats });
   });
 });

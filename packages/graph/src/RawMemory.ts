@@ -13,6 +13,7 @@ export class RawMemory {
   f64: Float64Array = new Float64Array(0);
   /** Payload length of that block in float64 words. */
   words = 0;
+  private lastBuffer: ArrayBufferLike | undefined;
 
   /**
    * Points {@link f64} at the mapping holding `ptr`'s raw bytes and returns their first float64 index.
@@ -27,6 +28,10 @@ export class RawMemory {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} names a raw block of ${buf.length} bytes, too small for this structure`);
     }
     const ab = buf.buffer;
+    if (ab === this.lastBuffer) {
+      this.words = words;
+      return buf.byteOffset / 8;
+    }
     let v = views.get(ab);
     if (v === undefined) {
       if ((buf.byteOffset & 7) !== 0) {
@@ -36,6 +41,7 @@ export class RawMemory {
       views.set(ab, v);
     }
     this.f64 = v;
+    this.lastBuffer = ab;
     this.words = words;
     return buf.byteOffset / 8;
   }
@@ -44,6 +50,7 @@ export class RawMemory {
   release(): void {
     this.f64 = EMPTY;
     this.words = 0;
+    this.lastBuffer = undefined;
   }
 }
 

@@ -1,0 +1,163 @@
+import { openPile, type Pile, type PilePointer } from '@pile/core';
+import { consume, median, perSecond } from './Measure';
+import { Progress, STEP_MASK } from './Progress';
+import { product, ProductSchema, type Product } from './Records';
+import { peerRows, ratios, target } from './Targets';
+import { fmtCount, fmtRate } from './Format';
+import { num, type Params, type PeerResult, type RunContext, type Summary, type Workload } from './Workload';
+
+const PEERS: Record<string, string> = {
+  'pile-typed': 'pile typed (compiled codec)',
+  'pile-generic': 'pile generic (msgpackr)',
+  map: 'Map of objects',
+};
+
+interface Round {
+  putMs: number;
+  getMs: number;
+  fieldMs: number;
+}
+
+function pileRound(peer: string, n: number, progress: Progress): Round {
+  const pile: Pile = openPile({});
+  const ptrs = new Float64Array(n);
+  const round: Round = { putMs: 0, getMs: 0, fieldMs: Number.NaN };
+  try {
+    if (peer === 'pile-typed') {
+      const view = pile.schema('product', ProductSchema);
+      let t = performance.now();
+      for (let i = 0; i < n; i++) {
+        ptrs[i] = view.put(product(i));
+        if ((i & STEP_MASK) === 0) progress.update(i);
+      }
+      round.putMs = performance.now() - t;
+      t = performance.now();
+      for (let i = 0; i < n; i++) {
+        const v = view.get(ptrs[i] as PilePointer);
+        if (v.id !== i) throw new Error(`codec workload: typed get of record ${i} returned record ${v.id}`);
+        consume(v.price);
+      }
+      round.getMs = performance.now() - t;
+      t = performance.now();
+      for (let i = 0; i < n; i++) consume(view.field(ptrs[i] as PilePointer, 'price'));
+      round.fieldMs = performance.now() - t;
+    } else {
+      let t = performance.now();
+      for (let i = 0; i < n; i++) {
+        ptrs[i] = pile.put(product(i));
+        if ((i & STEP_MASK) === 0) progress.update(i);
+      }
+      round.putMs = performance.now() - t;
+      t = performance.now();
+      for (let i = 0; i < n; i++) {
+        const v = pile.get<Product>(ptrs[i] as PilePointer);
+        if (v.id !== i) throw new Error(`codec workload: generic get of record ${i} returned record ${v.id}`);
+        consume(v.price);
+      }
+      round.getMs = performance.now() - t;
+    }
+  } finally {
+    pile.close();
+  }
+  return round;
+}
+
+function mapRound(n: number, progress: Progress): Round {
+  const m = new Map<number, Product>();
+  let t = performance.now();
+  for (let i = 0; i < n; i++) {
+    m.set(i, product(i));
+    if ((i & STEP_MASK) === 0) progress.update(i);
+  }
+  const putMs = performance.now() - t;
+  t = performance.now();
+  for (let i = 0; i < n; i++) consume(m.get(i)!.price);
+  const getMs = performance.now() - t;
+  return { putMs, getMs, fieldMs: Number.NaN };
+}
+
+async function measure(peer: string, params: Params): Promise<PeerResult> {
+  const n = num(params, 'n');
+  const rounds = num(params, 'rounds');
+  if (PEERS[peer] === undefined) throw new Error(`codec workload: unknown peer ${peer}`);
+  const all: Round[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const progress = new Progress(`codec: ${peer} round ${r + 1}/${rounds}`, n);
+    all.push(peer === 'map' ? mapRound(n, progress) : pileRound(peer, n, progress));
+    progress.stop();
+  }
+  const rate = (k: keyof Round): number => median(all.map((x) => perSecond(n, x[k])));
+  const figures: Record<string, number> = { putPerSec: rate('putMs'), getPerSec: rate('getMs') };
+  if (peer === 'pile-typed') figures['fieldPerSec'] = rate('fieldMs');
+  return { peer, label: PEERS[peer]!, figures };
+}
+
+function summarize(params: Params, peers: PeerResult[]): Summary {
+  const N = fmtCount(num(params, 'n'));
+  return {
+    ratios: ratios(peers, ['pile-typed'], ['putPerSec', 'getPerSec']),
+    targets: [
+      target('Typed put ≥ 2x the generic (msgpackr) put', peers, 'pile-typed', 'pile-generic', 'putPerSec', '>=', 2, fmtRate),
+      target('Typed put ≥ 1.5x building the same objects into a Map', peers, 'pile-typed', 'map', 'putPerSec', '>=', 1.5, fmtRate),
+      target('Typed get (full decode) ≥ 2x the generic get', peers, 'pile-typed', 'pile-generic', 'getPerSec', '>=', 2, fmtRate),
+      {
+        ...target("view.field(ptr, 'price') ≥ 5x a full typed get", peers, 'pile-typed', 'pile-typed', 'fieldPerSec', '>=', 5, fmtRate),
+        ...fieldVsGet(peers),
+      },
+    ],
+    tables: [
+      {
+        title: `${N} records { id: int, name: string(~30), price, score, active }, median of ${num(params, 'rounds')} rounds`,
+        columns: ['path', 'put (build) rate', 'get rate (full decode)', "field(ptr, 'price') rate"],
+        rows: peerRows(peers, 4, (f) => [fmtRate(f['putPerSec']), fmtRate(f['getPerSec']), fmtRate(f['fieldPerSec'])]),
+      },
+    ],
+    charts: [
+      {
+        kind: 'bars',
+        title: `Put / build rate, ${N} records`,
+        unit: 'records/s',
+        bars: peers.filter((p) => p.error === undefined).map((p) => ({ label: p.label, value: p.figures['putPerSec'] ?? 0, highlight: p.peer === 'pile-typed' })),
+      },
+      {
+        kind: 'bars',
+        title: `Read rate, ${N} records`,
+        unit: 'reads/s',
+        bars: peers
+          .filter((p) => p.error === undefined)
+          .flatMap((p) => [
+            { label: `${p.label} get`, value: p.figures['getPerSec'] ?? 0, highlight: p.peer === 'pile-typed' },
+            ...(p.figures['fieldPerSec'] !== undefined ? [{ label: 'pile typed field()', value: p.figures['fieldPerSec'], highlight: true }] : []),
+          ]),
+      },
+    ],
+    notes: [
+      'Every path builds the same fresh objects (`product(i)`), so object creation is part of each put rate, as it is of the Map build.',
+      'Gets read every record once in id order through the pointer array and check the id; `field()` reads one float64 without decoding the record. The Map "get" is `map.get(id)` of a live object, shown for scale.',
+      'Each round uses a fresh in-memory pile.',
+    ],
+  };
+}
+
+/** field() vs get() are two figures of the same peer. */
+function fieldVsGet(peers: PeerResult[]): { measured: string; ratio: number; met: boolean | null } {
+  const p = peers.find((x) => x.peer === 'pile-typed' && x.error === undefined);
+  const f = p?.figures['fieldPerSec'];
+  const g = p?.figures['getPerSec'];
+  if (f === undefined || g === undefined) return { measured: 'not measured', ratio: Number.NaN, met: null };
+  return { measured: `field() ${fmtRate(f)} vs typed get ${fmtRate(g)}`, ratio: f / g, met: f / g >= 5 };
+}
+
+async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
+  return Object.keys(PEERS).map((peer) => ctx.child(peer, params));
+}
+
+export const codecWorkload: Workload = {
+  name: 'codec',
+  title: 'Typed codec',
+  description: "Typed put (a codec compiled from the zod schema) vs the generic msgpackr put vs building the same objects into a Map; typed get (full decode) vs generic get; `view.field(ptr, 'price')` vs a full typed get.",
+  params: (o) => ({ n: o.n ?? (o.smoke ? 20_000 : 1_000_000), rounds: o.smoke ? 1 : 3 }),
+  run,
+  measure,
+  summarize,
+};

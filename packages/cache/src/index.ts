@@ -1,0 +1,6 @@
+export { openCache, PileCache, CACHE_ROOT } from './PileCache';
+export type { CacheOptions, CacheOverPileOptions, CacheBehaviourOptions, CacheStats } from './PileCache';
+export { CacheTable, SPECULATIVE_PROBES } from './CacheTable';
+export type { TableStats, PutOptions, GetOptions, PutResult } from './CacheTable';
+export type { TableOptions, CollisionMode } from './TableOptions';
+export type { CacheKey } from './KeyCodec';

@@ -1,0 +1,86 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { runCompact } from './CompactCommand';
+import { runDump } from './DumpCommand';
+import { runExport } from './ExportCommand';
+import { runImport } from './ImportCommand';
+import { runStats } from './StatsCommand';
+import { runVerify } from './VerifyCommand';
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+const EXIT_HELP = `
+Exit codes:
+  0  success (verify: no damage found)
+  1  the command failed: damage found, malformed input, no such table or root
+  2  the pile could not be opened: missing directory, not a pile, locked, damaged, newer format`;
+
+/**
+ * The `pile` command line: one subcommand per task, each with its own --help.
+ * Commander's own usage errors (unknown option, missing argument) exit with code 1.
+ */
+export function buildProgram(): Command {
+  const program = new Command('pile')
+    .description('Inspect, check, compact, import into and export from a Pile directory.')
+    .version(require('../package.json').version as string)
+    .showHelpAfterError()
+    .addHelpText('after', EXIT_HELP);
+
+  program
+    .command('stats')
+    .description('Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only: runs alongside a writer.')
+    .argument('<dir>', 'pile directory')
+    .option('--json', 'print the figures as JSON')
+    .action((dir: string, opts: { json?: boolean }) => runStats(dir, opts));
+
+  program
+    .command('verify')
+    .description('Full integrity check of every record, free list and counter, with a progress bar. Exit 0 when clean, 1 with a list of damaged records, 2 when the pile can not be opened.')
+    .argument('<dir>', 'pile directory')
+    .option('--json', 'print the report as JSON')
+    .option('--readonly', 'check alongside a running writer (records only: free lists and counters are not checked)')
+    .action((dir: string, opts: { json?: boolean; readonly?: boolean }) => runVerify(dir, opts));
+
+  program
+    .command('dump')
+    .description('Print records: decoded values, hex for bytes and raw blocks, a placeholder for typed records of unknown schema. Read-only.')
+    .argument('<dir>', 'pile directory')
+    .option('--root <name>', 'print only the record of this root')
+    .option('--limit <n>', 'print at most n records', positiveInt)
+    .option('--json', 'one JSON object per record and line')
+    .action((dir: string, opts: { root?: string; limit?: number; json?: boolean }) => runDump(dir, opts));
+
+  program
+    .command('compact')
+    .description('Release empty trailing segments (their files are deleted) and rebuild the free lists, with a progress bar. The pile stays valid if interrupted. Needs the pile unlocked.')
+    .argument('<dir>', 'pile directory')
+    .option('--json', 'print the result as JSON')
+    .action((dir: string, opts: { json?: boolean }) => runCompact(dir, opts));
+
+  program
+    .command('import')
+    .description('Stream a JSON array or NDJSON from stdin into a cache table (created if missing; the pile too, in a missing or empty directory), with a progress bar. Any size: the heap stays flat.')
+    .argument('<dir>', 'pile directory')
+    .requiredOption('--table <name>', 'table to import into')
+    .requiredOption('--key <field>', 'field of each record whose string or number value is its key')
+    .option('--schema <file>', 'JSON file of a flat shape, e.g. {"id":"int","name":"string","price":"number","active":"boolean","note":"string?"}; types: string, number, int, int32, boolean; a trailing ? allows null or missing')
+    .addHelpText('after', `
+Malformed input stops the import with its line, column and byte; the records before it stay imported.
+Example:
+  pile import ./data --table products --key id --schema products.schema.json < products.ndjson`)
+    .action((dir: string, opts: { table: string; key: string; schema?: string }) => runImport(dir, opts));
+
+  program
+    .command('export')
+    .description('Write the values of a cache table to stdout as a JSON array (or NDJSON), streaming entry by entry. Read-only.')
+    .argument('<dir>', 'pile directory')
+    .requiredOption('--table <name>', 'table to export')
+    .option('--ndjson', 'one value per line instead of a JSON array')
+    .option('--schema <file>', 'flat shape to decode a typed table that was not made by pile import --schema')
+    .action((dir: string, opts: { table: string; ndjson?: boolean; schema?: string }) => runExport(dir, opts));
+
+  return program;
+}

@@ -1,0 +1,12 @@
+export { buildProgram } from './Program';
+export { CliError, EXIT_OK, EXIT_FAILED, EXIT_CANNOT_OPEN } from './CliError';
+export { openExistingPile } from './PileOpener';
+export type { OpenOptions } from './PileOpener';
+export { JsonRecordSplitter, JsonInputError, MAX_RECORD_BYTES } from './JsonRecordSplitter';
+export type { InputPosition } from './JsonRecordSplitter';
+export { zodOfShape, readShapeFile, FLAT_TYPES } from './FlatSchema';
+export type { FlatShape } from './FlatSchema';
+export { statsReport, formatStats } from './StatsCommand';
+export type { StatsReport } from './StatsCommand';
+export { importInto } from './ImportCommand';
+export type { ImportOptions, ImportResult } from './ImportCommand';

@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+import { isPileError } from '@pile/core';
+import { CliError, EXIT_FAILED } from './CliError';
+import { buildProgram } from './Program';
+
+// A closed pipe (`pile dump dir | head`) ends the output, not in an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
+buildProgram()
+  .parseAsync(process.argv)
+  .catch((err: unknown) => {
+    if (err instanceof CliError) {
+      process.stderr.write(`pile: ${err.message}\n`);
+      process.exitCode = err.exitCode;
+    } else if (isPileError(err)) {
+      process.stderr.write(`pile: ${err.code}: ${err.message}\n`);
+      process.exitCode = EXIT_FAILED;
+    } else {
+      process.stderr.write(`pile: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = EXIT_FAILED;
+    }
+  });

@@ -1,0 +1,139 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { openPile, type Pile, type PilePointer } from '../src';
+import { buildCore } from './fixtures/build-core';
+import { buildPile, copyDir, segFile, type Built } from './fixtures/pile-files';
+
+const CRASH_AT = path.join(__dirname, 'fixtures', 'crash-at.js');
+
+/** Runs the fixture until it kills itself at `point`; returns the JSON lines it wrote. */
+function crashAt(dir: string, point: string): Record<string, unknown>[] {
+  const r = spawnSync(process.execPath, [CRASH_AT], { env: { ...process.env, PILE_DIR: dir, PILE_KILL_AT: point }, encoding: 'utf8' });
+  expect(r.signal, `${point}: ${r.stderr}`).to.equal('SIGKILL');
+  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+function expectIntact(pile: Pile, built: Built, except: PilePointer[] = []): void {
+  for (const [ptr, value] of built.records) {
+    if (except.includes(ptr)) continue;
+    expect(isDeepStrictEqual(pile.get(ptr), value), `record ${ptr}`).to.equal(true);
+  }
+}
+
+describe('crash at each point of the write path', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  let pristine: string;
+  let built: Built;
+  let dir: string;
+  let n = 0;
+
+  before(() => {
+    buildCore();
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-points-'));
+    pristine = path.join(tmp, 'pristine');
+    built = buildPile(pristine);
+  });
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  beforeEach(() => {
+    dir = path.join(tmp, `copy-${n++}`);
+    copyDir(pristine, dir);
+  });
+
+  const first = (): PilePointer => built.roots.first!;
+  const firstValue = (): unknown => built.records[0]![1];
+
+  /** Opens after the crash: recovery ran, nothing damaged, the pile verifies and takes new writes. */
+  function reopen(check: (pile: Pile) => void): Pile['lastRecovery'] {
+    const progress: { done: number; total: number }[] = [];
+    const pile = openPile({ dir, verifyOnRead: true, onProgress: (p) => progress.push(p) });
+    try {
+      expect(pile.lastRecovery.ran).to.equal(true);
+      expect(pile.lastRecovery.corrupt).to.deep.equal([]);
+      expect(progress.at(-1)!.done).to.equal(progress.at(-1)!.total);
+      check(pile);
+      expect(pile.verify().ok, JSON.stringify(pile.verify())).to.equal(true);
+      const p = pile.put(Buffer.alloc(900_000, 9));
+      expect((pile.get(p) as Buffer).equals(Buffer.alloc(900_000, 9))).to.equal(true);
+      expect(pile.verify().ok).to.equal(true);
+      return pile.lastRecovery;
+    } finally {
+      pile.close();
+    }
+  }
+
+  it('after the meta file counts a new segment, before the allocator writes to it', () => {
+    const before = fs.readdirSync(pristine).filter((f) => f.startsWith('seg-')).length;
+    const acked = crashAt(dir, 'segment-counted').filter((m) => m.ptr !== undefined);
+    expect(fs.existsSync(segFile(dir, before))).to.equal(true);
+    reopen((pile) => {
+      expect(pile.stats.segmentCount).to.equal(before + 1);
+      expectIntact(pile, built);
+      for (const m of acked) expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
+    });
+  });
+
+  it('while a new segment file is being written', () => {
+    const before = fs.readdirSync(pristine).filter((f) => f.startsWith('seg-')).length;
+    const acked = crashAt(dir, 'segment-half-written').filter((m) => m.ptr !== undefined);
+    expect(fs.statSync(segFile(dir, before)).size).to.be.lessThan(1 << 20);
+    reopen((pile) => {
+      expect(pile.stats.segmentCount).to.equal(before);
+      expectIntact(pile, built);
+      for (const m of acked) expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
+    });
+  });
+
+  it('in the middle of the in-place copy of a set: the journal completes it', () => {
+    crashAt(dir, 'journal-half-copied');
+    const r = reopen((pile) => {
+      expect(pile.get(first())).to.equal('new value!');
+      expectIntact(pile, built, [first()]);
+    });
+    expect(r.journalsReplayed).to.equal(1);
+  });
+
+  it('after a set committed its journal, before applying it', () => {
+    crashAt(dir, 'journal-committed');
+    const r = reopen((pile) => expect(pile.get(first())).to.equal('new value!'));
+    expect(r.journalsReplayed).to.equal(1);
+  });
+
+  it('after a growing set wrote its new body, before the journal: the old value stays, the body is freed', () => {
+    crashAt(dir, 'body-before-journal');
+    const r = reopen((pile) => {
+      expect(pile.get(first())).to.equal(firstValue());
+      expectIntact(pile, built);
+      expect(pile.stats.objectCount).to.equal(built.records.length);
+    });
+    expect(r.orphansFreed).to.be.greaterThan(0);
+  });
+
+  it('a put killed before its commit leaves no record', () => {
+    crashAt(dir, 'put-before-used');
+    reopen((pile) => {
+      expect(pile.stats.objectCount).to.equal(built.records.length);
+      expect([...pile.entries()].every((e) => e.size !== 12345)).to.equal(true);
+    });
+  });
+
+  it('a setRoot killed before the catalog slot is written keeps the old root', () => {
+    crashAt(dir, 'catalog-before-slot');
+    const r = reopen((pile) => expect(pile.getRoot('first')).to.equal(first()));
+    expect(r.orphansFreed).to.be.greaterThan(0);
+  });
+
+  it('a recovery killed while replaying, then while rebuilding, is itself recovered', () => {
+    crashAt(dir, 'journal-committed');
+    crashAt(dir, 'recovery-replay');
+    crashAt(dir, 'recovery-rebuild');
+    reopen((pile) => {
+      expect(pile.get(first())).to.equal('new value!');
+      expectIntact(pile, built, [first()]);
+    });
+  });
+});

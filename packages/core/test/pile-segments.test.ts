@@ -1,0 +1,186 @@
+import { expect } from 'chai';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { openPile } from '../src/Pile';
+import { PileError, type PileErrorCode } from '../src/PileError';
+
+const MiB = 1 << 20;
+/** Largest payload one segment holds: the segment minus its 64-byte header and one 16-byte block header. */
+const MAX_PAYLOAD = MiB - 64 - 16;
+
+function pileError(fn: () => unknown, code: PileErrorCode): PileError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err, String(err)).to.be.instanceOf(PileError);
+    expect((err as PileError).code, (err as Error).message).to.equal(code);
+    return err as PileError;
+  }
+  throw new Error(`expected ${code}, nothing was thrown`);
+}
+
+describe('segments', () => {
+  let dir: string;
+  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-segments-')); });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  describe('in memory', () => {
+    it('keeps records in off-heap memory, segment by segment', () => {
+      const pile = openPile({ segmentSize: MiB });
+      expect(pile.persistent).to.equal(false);
+      expect(pile.stats.segmentCount).to.equal(0);
+      const before = process.memoryUsage().arrayBuffers;
+      // Four of these fit a segment.
+      const chunk = Buffer.alloc(MiB / 4 - 1024, 7);
+      for (let i = 0; i < 10; i++) pile.put(chunk);
+      const st = pile.stats;
+      expect(st.segmentCount).to.equal(3);
+      expect(st.totalBytes).to.equal(3 * MiB);
+      // The three segments are external (ArrayBuffer) memory, not V8 heap objects.
+      expect(process.memoryUsage().arrayBuffers - before).to.be.at.least(3 * MiB - MiB / 2);
+      pile.close();
+    });
+
+    /** Runs `fn` and returns the names of the fs calls it made (the core imports node:fs by binding, so patching the module is seen). */
+    function fsCalls(fn: () => void): string[] {
+      const fsMod = require('node:fs') as Record<string, unknown>;
+      const names = ['openSync', 'writeSync', 'writeFileSync', 'mkdirSync', 'renameSync', 'rmSync', 'unlinkSync', 'readSync',
+        'existsSync', 'statSync', 'fstatSync', 'fsyncSync', 'ftruncateSync', 'closeSync', 'readdirSync'];
+      const calls: string[] = [];
+      const originals = names.map((k) => fsMod[k] as (...a: unknown[]) => unknown);
+      names.forEach((k, i) => {
+        fsMod[k] = (...args: unknown[]) => {
+          calls.push(k);
+          return originals[i]!(...args);
+        };
+      });
+      try {
+        fn();
+      } finally {
+        names.forEach((k, i) => { fsMod[k] = originals[i]; });
+      }
+      return calls;
+    }
+
+    const workload = (options: { dir?: string }) => () => {
+      const pile = openPile({ ...options, segmentSize: MiB });
+      const p = pile.put({ a: 1 });
+      pile.set(p, { a: 'x'.repeat(5000) });
+      for (let i = 0; i < 300; i++) pile.put('y'.repeat(5000));
+      pile.setRoot('root', p);
+      pile.delete(p);
+      pile.verify();
+      pile.flush();
+      pile.compact();
+      pile.close();
+    };
+
+    it('never touches the file system', () => {
+      expect(fsCalls(workload({}))).to.deep.equal([]);
+      // The same workload on a mapped pile is seen doing file work: the watch is effective.
+      expect(fsCalls(workload({ dir }))).to.include.members(['openSync', 'writeSync', 'fsyncSync']);
+    });
+
+    it('roots work in memory too (for the life of the pile)', () => {
+      const pile = openPile({ segmentSize: MiB });
+      const p = pile.put('root value');
+      pile.setRoot('main', p);
+      expect(pile.getRoot('main')).to.equal(p);
+      expect(pile.roots()).to.deep.equal(['main']);
+      pile.setRoot('main', null);
+      expect(pile.getRoot('main')).to.equal(undefined);
+      pile.close();
+    });
+  });
+
+  describe('mapped', () => {
+    it('one preallocated file of segmentSize bytes per segment, plus the meta file', () => {
+      const pile = openPile({ dir, segmentSize: MiB });
+      expect(pile.persistent).to.equal(true);
+      for (let i = 0; i < 10; i++) pile.put(Buffer.alloc(MiB / 4 - 1024, i)); // four to a segment
+      const segFiles = fs.readdirSync(dir).filter((f) => f.startsWith('seg-')).sort();
+      expect(segFiles).to.have.length(pile.stats.segmentCount);
+      expect(pile.stats.segmentCount).to.equal(3);
+      for (const f of segFiles) expect(fs.statSync(path.join(dir, f)).size).to.equal(MiB);
+      expect(fs.readdirSync(dir)).to.include('pile.meta');
+      pile.close();
+    });
+
+    it('is mapped shared and read-write: a put is in the file at once, before flush or close', () => {
+      const pile = openPile({ dir, segmentSize: MiB });
+      const marker = `marker-${process.pid}-${Date.now()}`;
+      pile.put(marker);
+      const file = fs.readdirSync(dir).find((f) => f.startsWith('seg-'))!;
+      expect(fs.readFileSync(path.join(dir, file)).includes(Buffer.from(marker))).to.equal(true);
+      const p = pile.put('before-set');
+      pile.set(p, 'after--set');
+      expect(fs.readFileSync(path.join(dir, file)).includes(Buffer.from('after--set'))).to.equal(true);
+      pile.close();
+    });
+
+    it('a file created for a segment is fully written (no sparse holes to fault on later)', () => {
+      const pile = openPile({ dir, segmentSize: MiB });
+      pile.put('x');
+      const file = path.join(dir, fs.readdirSync(dir).find((f) => f.startsWith('seg-'))!);
+      const st = fs.statSync(file);
+      expect(st.blocks * 512).to.be.at.least(MiB);
+      pile.close();
+    });
+  });
+
+  for (const mapped of [false, true]) {
+    const label = mapped ? 'mapped' : 'in memory';
+    describe(`limits (${label})`, () => {
+      const open = (extra: { maxMemory?: number } = {}) => openPile({ ...(mapped ? { dir } : {}), segmentSize: MiB, ...extra });
+
+      it('a value exactly filling a segment fits; one byte more is PILE_TOO_LARGE', () => {
+        const pile = open();
+        const full = pile.put(Buffer.alloc(MAX_PAYLOAD, 0xab));
+        expect(pile.sizeOf(full)).to.equal(MAX_PAYLOAD);
+        expect(pile.get<Buffer>(full).equals(Buffer.alloc(MAX_PAYLOAD, 0xab))).to.equal(true);
+        const before = pile.stats;
+        const err = pileError(() => pile.put(Buffer.alloc(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
+        expect(err.message).to.include('segmentSize');
+        pileError(() => pile.put('s'.repeat(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
+        pileError(() => pile.put('é'.repeat(MAX_PAYLOAD / 2 + 1)), 'PILE_TOO_LARGE'); // counted in UTF-8 bytes
+        pileError(() => pile.put({ big: 'x'.repeat(MAX_PAYLOAD) }), 'PILE_TOO_LARGE');
+        pileError(() => pile.put('x', { preallocate: MAX_PAYLOAD + 1 }), 'PILE_TOO_LARGE');
+        const str = pile.put('s'.repeat(MAX_PAYLOAD));
+        expect(pile.get<string>(str).length).to.equal(MAX_PAYLOAD);
+        // A refused put writes nothing.
+        expect(pile.stats.objectCount).to.equal(before.objectCount + 1);
+        pileError(() => pile.set(str, Buffer.alloc(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
+        expect(pile.get<string>(str).length).to.equal(MAX_PAYLOAD);
+        expect(pile.verify().ok).to.equal(true);
+        pile.close();
+      });
+
+      it('maxMemory caps the segments: beyond it PILE_OUT_OF_SPACE, and the pile stays usable', () => {
+        const pile = open({ maxMemory: 2 * MiB });
+        const chunk = Buffer.alloc(100_000, 1);
+        const ptrs = [];
+        let err: unknown;
+        try {
+          for (let i = 0; i < 100; i++) ptrs.push(pile.put(chunk));
+        } catch (e) {
+          err = e;
+        }
+        expect(err).to.be.instanceOf(PileError);
+        expect((err as PileError).code).to.equal('PILE_OUT_OF_SPACE');
+        expect((err as Error).message).to.include('maxMemory');
+        expect(pile.stats.segmentCount).to.equal(2);
+        expect(pile.stats.objectCount).to.equal(ptrs.length);
+        expect(ptrs.length).to.be.at.least(18);
+        // Deleting makes room again, without a new segment.
+        pile.delete(ptrs.pop()!);
+        pile.delete(ptrs.pop()!);
+        ptrs.push(pile.put(chunk));
+        expect(pile.stats.segmentCount).to.equal(2);
+        for (const p of ptrs) expect(pile.get<Buffer>(p).equals(chunk)).to.equal(true);
+        expect(pile.verify().ok).to.equal(true);
+        pile.close();
+      });
+    });
+  }
+});

@@ -12,5 +12,6 @@ export function machineInfo(): MachineInfo {
     arch: os.arch(),
     node: process.version,
     v8: process.versions.v8,
+    loadAverage: os.loadavg()[0] ?? 0,
   };
 }

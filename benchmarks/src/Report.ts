@@ -60,7 +60,7 @@ export function renderReport(results: readonly WorkloadResult[], command: string
   for (const r of results) {
     lines.push(`## ${r.title} (\`${r.workload}\`)`, '', r.description, '');
     lines.push(
-      `Parameters: ${Object.entries(r.params).map(([k, v]) => `${k} = ${typeof v === 'number' ? v.toLocaleString('en-US') : String(v)}`).join(', ')}. Run ${r.date}, ${(r.elapsedMs / 1000).toFixed(0)} s on ${r.machine.cores} × ${r.machine.cpu}, Node ${r.machine.node}.  `,
+      `Parameters: ${Object.entries(r.params).map(([k, v]) => `${k} = ${typeof v === 'number' ? v.toLocaleString('en-US') : String(v)}`).join(', ')}. Run ${r.date}, ${(r.elapsedMs / 1000).toFixed(0)} s on ${r.machine.cores} × ${r.machine.cpu}, Node ${r.machine.node}, load average ${r.machine.loadAverage?.toFixed(1) ?? '?'} at its start.  `,
       `Reproduce: \`${r.command}\``,
       '',
     );

@@ -90,6 +90,8 @@ export interface MachineInfo {
   arch: string;
   node: string;
   v8: string;
+  /** 1-minute load average when the workload started: other work on the machine skews every figure. */
+  loadAverage: number;
 }
 
 export type Params = Record<string, number | string | boolean>;

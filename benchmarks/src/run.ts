@@ -77,10 +77,10 @@ function parse(argv: string[]): Cli {
 async function main(): Promise<number> {
   const cli = parse(process.argv.slice(2));
   fs.mkdirSync(cli.out, { recursive: true });
-  const machine = machineInfo();
   const started = Date.now();
   let failures = 0;
   for (const w of cli.reportOnly ? [] : cli.workloads) {
+    const machine = machineInfo();
     const params = w.params(cli);
     const t0 = performance.now();
     process.stderr.write(`[${w.name}] ${w.title}: ${JSON.stringify(params)}\n`);

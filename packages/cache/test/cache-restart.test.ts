@@ -98,7 +98,8 @@ describe('cache restart', () => {
     const t = cache.table<number>('t', { collisionMode: 'durable' });
     for (let i = 0; i < 10; i++) t.put(i, i);
     // What a put that died between writing its record and publishing it leaves behind.
-    const orphan = pile.putRaw(pile.rawBuffer(pile.entries().next().value!.pointer).subarray(0, 0), tagOf(TAG_ENTRY, 1));
+    const entry = [...pile.entries()].find((e) => e.kind === 'raw' && pile.rawTag(e.pointer) === tagOf(TAG_ENTRY, 1))!;
+    const orphan = pile.putRaw(Buffer.from(pile.rawBuffer(entry.pointer)), tagOf(TAG_ENTRY, 1));
     const stray = pile.putRaw(Buffer.alloc(64), tagOf(TAG_ENTRY, 77));
     pile.close();
     expect(entryRecords(tmp.dir, 1)).to.equal(11);

@@ -520,7 +520,7 @@ export class CacheTable<V = unknown> {
     view.setUint32(E_VALUE_LEN, vlen, true);
     view.setUint32(44, 0, true);
     const kend = kc.write(buf, E_KEY);
-    buf.fill(0, kend, voff);
+    for (let p = kend; p < voff; p++) buf[p] = 0;
     this.values.write(buf, view, voff, vlen);
     return len;
   }

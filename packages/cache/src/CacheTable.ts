@@ -664,7 +664,7 @@ export class CacheTable<V = unknown> {
         const o = mem.off;
         const b = mem.buf;
         const v = mem.view;
-        if (mem.fast && v.getUint32(o - 8, true) !== this.entryTag) {
+        if (v.getUint32(o - 8, true) !== this.entryTag) {
           throw new PileError('PILE_CORRUPT', `cache table '${this.meta.name}': slot ${i} points at a record (${p}) that is not one of its entries`);
         }
         if (kc.equals(b[o + E_KEY_TYPE]!, b, o + E_KEY, v.getUint32(o + E_KEY_LEN, true))) {

@@ -27,6 +27,7 @@ const SEGMENT_DIV = 2 ** SEGMENT_BITS;
 const MAX_SEGMENTS = SEGMENT_DIV;
 const MAX_TAG_BITS = 22;
 
+const EMPTY_BUFFER = Buffer.alloc(0);
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
 /** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
@@ -671,6 +672,36 @@ export class Pile implements Iterable<PileEntry> {
     const start = this.hOff + BLOCK_HEADER_SIZE + RAW_PREFIX;
     return this.hSeg.buf.subarray(start, this.hOff + BLOCK_HEADER_SIZE + this.hSeg.u32[(this.hOff >>> 2) + 2]!);
   }
+
+  /**
+   * rawBuffer without the allocation, for hot paths of packages built on the pile: checks
+   * `ptr` the same way, then points {@link rawSegment}, {@link rawView} and {@link rawF64} at
+   * the whole segment holding the block and returns the offset of its bytes in it
+   * ({@link rawLength} bytes long, 8-byte aligned). Read them before the next rawSeek; they are
+   * valid until the block is deleted or the pile is closed.
+   * @throws PILE_INVALID_POINTER when `ptr` is not a raw block, PILE_STALE_POINTER, PILE_CLOSED
+   */
+  rawSeek(ptr: PilePointer): number {
+    this.open();
+    this.resolve(ptr, false);
+    const seg = this.hSeg;
+    const h = this.hOff >>> 2;
+    if (kindOf(seg.u32[h + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    this.rawSegment = seg.buf;
+    this.rawView = seg.view;
+    this.rawF64 = seg.f64;
+    this.rawLength = seg.u32[h + 2]! - RAW_PREFIX;
+    return this.hOff + BLOCK_HEADER_SIZE + RAW_PREFIX;
+  }
+
+  /** The segment of the last {@link rawSeek} (whole mapping, byte 0 = segment start). */
+  rawSegment: Buffer = EMPTY_BUFFER;
+  /** DataView over {@link rawSegment}. */
+  rawView: DataView = new DataView(EMPTY_BUFFER.buffer, 0, 0);
+  /** Float64Array over {@link rawSegment}: index = byte offset / 8. */
+  rawF64: Float64Array = new Float64Array(0);
+  /** Length of the raw bytes found by the last {@link rawSeek}. */
+  rawLength = 0;
 
   /** The owner tag of a raw block. @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED */
   rawTag(ptr: PilePointer): number {
@@ -1350,6 +1381,9 @@ export class Pile implements Iterable<PileEntry> {
     // mmap-io unmaps when a mapping's Buffer is collected: drop every reference to them.
     this.segments.length = 0;
     this.hSeg = this.dSeg = undefined as unknown as Segment;
+    this.rawSegment = EMPTY_BUFFER;
+    this.rawView = new DataView(EMPTY_BUFFER.buffer, 0, 0);
+    this.rawF64 = new Float64Array(0);
     this.codecs.clear();
     this.pValue = undefined;
     this.pBytes = undefined;

@@ -5,7 +5,7 @@ import { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
 import { Allocator, sizeClass, NUM_CLASSES } from './Allocator';
 import {
-  BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
+  BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
   STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
@@ -15,7 +15,7 @@ import { DirectoryLock } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
 import { PileError } from './PileError';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
-import { compileSchema, isCompatibleEvolution, type CompiledSchema, type SchemaDescriptor } from './SchemaCompiler';
+import { compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
 import { Segment, segmentFileName } from './Segment';
 import { TypedView, type SchemaOptions } from './TypedView';
 
@@ -28,6 +28,8 @@ const MAX_SEGMENTS = SEGMENT_DIV;
 const MAX_TAG_BITS = 22;
 
 const EMPTY_BUFFER = Buffer.alloc(0);
+/** word1 of a committed, unlinked typed record, generation bits zero. */
+const TYPED_USED_WORD = word1(0, KIND_TYPED, STATE_USED, 0);
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
 /** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
@@ -169,6 +171,8 @@ export class Pile implements Iterable<PileEntry> {
   private readonly offsetBits: number;
   private readonly offsetDiv: number;
   private readonly tagMask: number;
+  /** word1 bits a typed pointer pins down: the tag's generation bits, kind, state, flags. */
+  private readonly typedWordMask: number;
   private catalog: Catalog = { roots: {}, structures: [], schemas: {}, nextSchemaId: 1 };
   private catalogAddr = 0;
   private slot: CatalogSlot = { seq: 0, addr: 0 };
@@ -233,6 +237,7 @@ export class Pile implements Iterable<PileEntry> {
     this.offsetBits = Math.log2(segmentSize) - 3;
     this.offsetDiv = 2 ** this.offsetBits;
     this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
+    this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
     // No `structures` option: msgpackr then starts "uninitialized" and loads the persisted
     // structures through getStructures before its first pack, so a reopened pile extends the
@@ -731,20 +736,46 @@ export class Pile implements Iterable<PileEntry> {
 
   /** @internal */
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
-    this.open();
-    this.resolve(ptr, true);
-    const start = this.checkTypedId(ptr, id);
+    const start = this.typedPayload(ptr, id);
     const seg = this.dSeg;
     return codec.decode(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
   }
 
   /** @internal */
-  fieldTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>, key: never): unknown {
-    this.open();
-    this.resolve(ptr, true);
-    const start = this.checkTypedId(ptr, id);
+  fieldTyped(ptr: PilePointer, id: number, read: FieldReader): unknown {
+    const start = this.typedPayload(ptr, id);
     const seg = this.dSeg;
-    return codec.field(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX, key);
+    return read(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
+  }
+
+  /**
+   * Checks that `ptr` names a live record of schema `id`, sets dSeg/dOff to the block holding
+   * it and returns where the codec's bytes start. The common case (an unlinked record, no
+   * verifyOnRead) is decided by one comparison of the header word; anything else takes the
+   * full resolve().
+   */
+  private typedPayload(ptr: PilePointer, id: number): number {
+    if (this.closed) throw closedError();
+    if (ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER && !this.verifyOnRead) {
+      const rest = Math.floor(ptr / this.offsetDiv);
+      const off = (ptr - rest * this.offsetDiv) * 8;
+      const tag = Math.floor(rest / SEGMENT_DIV);
+      const seg = this.segments[rest - tag * SEGMENT_DIV];
+      if (seg !== undefined && off >= SEGMENT_HEADER_SIZE && off <= this.segmentSize - 32 && tag <= this.tagMask && off === (off & ~7)) {
+        const h = off >>> 2;
+        const u32 = seg.u32;
+        const size = u32[h]!;
+        // Generation bits above the tag are not in the pointer; kind, state and flags must be exact.
+        if ((u32[h + 1]! & this.typedWordMask) === (tag | TYPED_USED_WORD) && (u32[h + 4]! & 0xffff) === id
+          && u32[h + 2]! <= size - BLOCK_HEADER_SIZE && size <= this.segmentSize - off) {
+          this.dSeg = seg;
+          this.dOff = off;
+          return off + BLOCK_HEADER_SIZE + TYPED_PREFIX;
+        }
+      }
+    }
+    this.resolve(ptr, true);
+    return this.checkTypedId(ptr, id);
   }
 
   // ------------------------------------------------------------------------- internals

@@ -64,6 +64,11 @@ export interface CompiledSchema<T> {
    * @throws PileError PILE_CORRUPT / PILE_SCHEMA_MISMATCH as {@link decode}.
    */
   field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K];
+  /**
+   * The reader that {@link field} uses for `key`, for callers that read the same field many times.
+   * @throws PileError PILE_INVALID_OPTION when `key` is not a field of the schema.
+   */
+  reader(key: PropertyKey): FieldReader;
 }
 
 /** Options of {@link compileSchema}. */
@@ -75,7 +80,9 @@ export interface CompileSchemaOptions {
   readonly validate?: boolean;
 }
 
-type Reader = (buf: Buffer, view: DataView, offset: number, length: number) => unknown;
+/** Reads one top-level field of a record whose codec bytes start at `offset`. */
+export type FieldReader = (buf: Buffer, view: DataView, offset: number, length: number) => unknown;
+type Reader = FieldReader;
 interface GeneratedModule {
   measure(value: unknown): number;
   encode(value: unknown, buf: Buffer, view: DataView, offset: number): number;
@@ -209,9 +216,13 @@ function compile<T>(schema: ZodType<T>, validate: boolean): CompiledSchema<T> {
     encode: gen.encode as CompiledSchema<T>['encode'],
     decode: gen.decode as CompiledSchema<T>['decode'],
     field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K] {
-      const read = readers.get(key);
-      if (read === undefined) throw new PileError('PILE_INVALID_OPTION', `field ${JSON.stringify(String(key))} is not in the schema`);
-      return read(buf, view, offset, length) as T[K];
+      return reader(key)(buf, view, offset, length) as T[K];
     },
+    reader,
   };
+  function reader(key: PropertyKey): FieldReader {
+    const read = readers.get(key);
+    if (read === undefined) throw new PileError('PILE_INVALID_OPTION', `field ${JSON.stringify(String(key))} is not in the schema`);
+    return read;
+  }
 }

@@ -1,4 +1,4 @@
-import type { CompiledSchema } from './SchemaCompiler';
+import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Pile } from './Pile';
 import type { PilePointer } from './PilePointer';
 
@@ -13,6 +13,9 @@ export interface SchemaOptions {
  * Obtained from {@link Pile.schema}; valid while its pile is open.
  */
 export class TypedView<T> {
+  private lastKey: PropertyKey | undefined;
+  private lastReader: FieldReader | undefined;
+
   /** @internal */
   constructor(
     private readonly pile: Pile,
@@ -47,7 +50,12 @@ export class TypedView<T> {
    * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CORRUPT, PILE_CLOSED
    */
   field<K extends keyof T>(ptr: PilePointer, key: K): T[K] {
-    return this.pile.fieldTyped(ptr, this.id, this.codec as CompiledSchema<unknown>, key as never) as T[K];
+    // Loops read the same field over and over: remember the last one's reader.
+    if (key !== this.lastKey) {
+      this.lastReader = this.codec.reader(key);
+      this.lastKey = key;
+    }
+    return this.pile.fieldTyped(ptr, this.id, this.lastReader!) as T[K];
   }
 
   /**

@@ -1,5 +1,5 @@
 import { PileError, type CompiledSchema } from '@pile/core';
-import { Packr } from 'msgpackr';
+import type { Packr } from 'msgpackr';
 
 export const VALUE_STRING = 1;
 export const VALUE_BYTES = 2;
@@ -17,9 +17,18 @@ export class ValueCodec<V> {
   kind = 0;
   private packed: Buffer | undefined;
   private value: unknown;
-  private readonly packr = new Packr({ useRecords: false, moreTypes: true });
+  private packrInstance: Packr | undefined;
 
   constructor(private readonly codec: CompiledSchema<V> | undefined) {}
+
+  /** msgpackr is loaded by the first generic value: typed tables never pay for it at start-up. */
+  private get packr(): Packr {
+    if (this.packrInstance === undefined) {
+      const { Packr: MsgPackr } = require('msgpackr') as typeof import('msgpackr');
+      this.packrInstance = new MsgPackr({ useRecords: false, moreTypes: true });
+    }
+    return this.packrInstance;
+  }
 
   get typed(): boolean {
     return this.codec !== undefined;

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomInt } from 'node:crypto';
-import { Packr } from 'msgpackr';
+import type { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
 import { Allocator, sizeClass, NUM_CLASSES } from './Allocator';
 import {
@@ -177,7 +177,7 @@ export class Pile implements Iterable<PileEntry> {
   private catalogAddr = 0;
   private slot: CatalogSlot = { seq: 0, addr: 0 };
   private slotIndex: 0 | 1 = 1;
-  private readonly packr: Packr;
+  private packrInstance: Packr | undefined;
   private readonly codecs = new Map<number, { name: string; codec: CompiledSchema<unknown> }>();
 
   // Scratch of the last resolve(): the head block, and the block holding the data (== head unless linked).
@@ -239,40 +239,6 @@ export class Pile implements Iterable<PileEntry> {
     this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
     this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
-    // No `structures` option: msgpackr then starts "uninitialized" and loads the persisted
-    // structures through getStructures before its first pack, so a reopened pile extends the
-    // stored list instead of minting ids 0x40.. again over shapes that old records use.
-    this.packr = new Packr({
-      maxSharedStructures: 8160,
-      copyBuffers: true,
-      // Typed arrays other than Uint8Array, Sets and bigints beyond 64 bits round-trip only with
-      // the extensions; without them msgpackr writes a Float64Array as garbage bytes.
-      moreTypes: true,
-      getStructures: () => {
-        if (this.readonly) this.refreshCatalog();
-        // A copy: msgpackr appends new shapes to the array it holds before saveStructures
-        // persists them, and the catalog must only ever list persisted ones.
-        return [...this.catalog.structures] as never;
-      },
-      saveStructures: (structures: unknown) => {
-        if (this.readonly) return false;
-        const before = this.catalog.structures;
-        this.catalog.structures = [...(structures as unknown[])];
-        try {
-          this.saveCatalog();
-        } catch (err) {
-          // Not persisted: msgpackr must forget the new shape, or later records would use an id
-          // that a reopened pile does not know. Reload the persisted list on the next pack.
-          this.catalog.structures = before;
-          const fresh: unknown[] & { uninitialized?: boolean; sharedLength?: number } = [];
-          fresh.uninitialized = true;
-          fresh.sharedLength = 0;
-          (this.packr as unknown as { structures: unknown }).structures = fresh;
-          throw err;
-        }
-        return true;
-      },
-    } as never);
 
     try {
       if (existing) this.load(segmentCount, clean, onProgress);
@@ -779,6 +745,51 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   // ------------------------------------------------------------------------- internals
+
+  /**
+   * The generic codec, made on first use: msgpackr is loaded only by piles that store
+   * generic values, which keeps the start of typed-only processes short.
+   */
+  private get packr(): Packr {
+    if (this.packrInstance !== undefined) return this.packrInstance;
+    const { Packr: MsgPackr } = require('msgpackr') as typeof import('msgpackr');
+    // No `structures` option: msgpackr then starts "uninitialized" and loads the persisted
+    // structures through getStructures before its first pack, so a reopened pile extends the
+    // stored list instead of minting ids 0x40.. again over shapes that old records use.
+    const packr: Packr = new MsgPackr({
+      maxSharedStructures: 8160,
+      copyBuffers: true,
+      // Typed arrays other than Uint8Array, Sets and bigints beyond 64 bits round-trip only with
+      // the extensions; without them msgpackr writes a Float64Array as garbage bytes.
+      moreTypes: true,
+      getStructures: () => {
+        if (this.readonly) this.refreshCatalog();
+        // A copy: msgpackr appends new shapes to the array it holds before saveStructures
+        // persists them, and the catalog must only ever list persisted ones.
+        return [...this.catalog.structures] as never;
+      },
+      saveStructures: (structures: unknown) => {
+        if (this.readonly) return false;
+        const before = this.catalog.structures;
+        this.catalog.structures = [...(structures as unknown[])];
+        try {
+          this.saveCatalog();
+        } catch (err) {
+          // Not persisted: msgpackr must forget the new shape, or later records would use an id
+          // that a reopened pile does not know. Reload the persisted list on the next pack.
+          this.catalog.structures = before;
+          const fresh: unknown[] & { uninitialized?: boolean; sharedLength?: number } = [];
+          fresh.uninitialized = true;
+          fresh.sharedLength = 0;
+          (packr as unknown as { structures: unknown }).structures = fresh;
+          throw err;
+        }
+        return true;
+      },
+    } as never);
+    this.packrInstance = packr;
+    return packr;
+  }
 
   private checkTypedId(ptr: PilePointer, id: number): number {
     const w = this.dSeg.u32[(this.dOff >>> 2) + 1]!;
@@ -1418,6 +1429,7 @@ export class Pile implements Iterable<PileEntry> {
     this.codecs.clear();
     this.pValue = undefined;
     this.pBytes = undefined;
+    this.packrInstance = undefined;
   }
 }
 

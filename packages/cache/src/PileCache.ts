@@ -315,22 +315,32 @@ export class PileCache implements CacheHost {
 
   /** @internal */
   store(bytes: Uint8Array, tag: number): PilePointer {
-    for (;;) {
-      try {
-        return this.pile.putRaw(bytes, tag);
-      } catch (err) {
-        if (!(err instanceof PileError) || err.code !== 'PILE_OUT_OF_SPACE' || !this.makeRoom()) throw err;
-      }
-    }
+    return this.withRoom(() => this.pile.putRaw(bytes, tag));
   }
 
   /** @internal */
   saveCatalog(): void {
-    if (this.catalogPtr === undefined) {
-      this.catalogPtr = this.pile.put(this.catalog);
-      this.pile.setRoot(CACHE_ROOT, this.catalogPtr);
+    // JSON text, not a generic record: opening a cache then needs no msgpackr.
+    const text = JSON.stringify(this.catalog);
+    const ptr = this.catalogPtr;
+    if (ptr === undefined) {
+      const created = this.withRoom(() => this.pile.put(text));
+      this.withRoom(() => this.pile.setRoot(CACHE_ROOT, created));
+      this.catalogPtr = created;
     } else {
-      this.pile.set(this.catalogPtr, this.catalog);
+      // set() needs room for its journal too.
+      this.withRoom(() => this.pile.set(ptr, text));
+    }
+  }
+
+  /** Runs a pile write; when the pile is full, makes room as a put does and tries again. */
+  private withRoom<R>(write: () => R): R {
+    for (;;) {
+      try {
+        return write();
+      } catch (err) {
+        if (!(err instanceof PileError) || err.code !== 'PILE_OUT_OF_SPACE' || !this.makeRoom()) throw err;
+      }
     }
   }
 
@@ -380,7 +390,13 @@ export class PileCache implements CacheHost {
   private loadCatalog(): Catalog {
     const ptr = this.pile.getRoot(CACHE_ROOT);
     if (ptr === undefined) return { v: CATALOG_VERSION, open: false, nextId: 1, tables: [] };
-    const c = this.pile.get<Catalog>(ptr);
+    const text = this.pile.get<unknown>(ptr);
+    let c: Catalog | null = null;
+    try {
+      if (typeof text === 'string') c = JSON.parse(text) as Catalog;
+    } catch {
+      // reported below as a malformed catalog
+    }
     if (c === null || typeof c !== 'object' || typeof c.v !== 'number') {
       throw new PileError('PILE_CORRUPT', `cache catalog (root '${CACHE_ROOT}', pointer ${ptr}) is not a catalog record`);
     }

@@ -315,6 +315,12 @@ export class PileCache implements CacheHost {
 
   /** @internal */
   store(bytes: Uint8Array, tag: number): PilePointer {
+    // The common case without the closure withRoom() takes: this runs on every put.
+    try {
+      return this.pile.putRaw(bytes, tag);
+    } catch (err) {
+      if (!(err instanceof PileError) || err.code !== 'PILE_OUT_OF_SPACE') throw err;
+    }
     return this.withRoom(() => this.pile.putRaw(bytes, tag));
   }
 

@@ -31,6 +31,8 @@ export const STAT_FIELDS = ['allocatedBytes', 'freeBytes', 'utilizedBytes', 'obj
 export class Allocator {
   readonly heads = new Float64Array(NUM_CLASSES);
   private readonly nonEmpty = new Uint32Array(Math.ceil(NUM_CLASSES / 32));
+  /** How many classes have a free list: 0 while a pile only grows, and alloc() skips the search. */
+  private nonEmptyClasses = 0;
   allocatedBytes = 0;
   freeBytes = 0;
   utilizedBytes = 0;
@@ -66,7 +68,8 @@ export class Allocator {
     if (size > this.segmentSize - SEGMENT_HEADER_SIZE) {
       throw new PileError('PILE_TOO_LARGE', `a block of ${size} bytes does not fit in a segment of ${this.segmentSize} bytes (segmentSize)`);
     }
-    let addr = this.take(size);
+    // Filling a pile that never freed anything: no list to search, straight to the tail.
+    let addr = this.nonEmptyClasses === 0 ? 0 : this.take(size);
     if (addr === 0) addr = this.bump(size);
     if (addr === 0 && this.freeBytes >= size && this.freedSinceWalk * 8 >= this.allocatedBytes + this.freeBytes) {
       // free() merges only with the blocks after it, so space freed front to back stays in
@@ -186,6 +189,7 @@ export class Allocator {
   rebuild(onSegment?: (done: number) => void): void {
     this.heads.fill(0);
     this.nonEmpty.fill(0);
+    this.nonEmptyClasses = 0;
     this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
     this.objectCount = this.linkCount = this.internalCount = 0;
     this.tailAddr = this.tailEnd = this.tailGen = 0;
@@ -286,7 +290,13 @@ export class Allocator {
     STAT_FIELDS.forEach((f, i) => { this[f] = s[i]!; });
     this.heads.set(s.subarray(STAT_FIELDS.length));
     this.nonEmpty.fill(0);
-    for (let c = 0; c < NUM_CLASSES; c++) if (this.heads[c] !== 0) this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
+    this.nonEmptyClasses = 0;
+    for (let c = 0; c < NUM_CLASSES; c++) {
+      if (this.heads[c] !== 0) {
+        this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
+        this.nonEmptyClasses++;
+      }
+    }
     return true;
   }
 
@@ -328,6 +338,7 @@ export class Allocator {
   }
 
   private dropList(c: number): void {
+    if (this.heads[c] !== 0) this.nonEmptyClasses--;
     this.heads[c] = 0;
     this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
     this.damagedLists++;
@@ -361,6 +372,7 @@ export class Allocator {
     seg.f64[(off + 16) >>> 3] = head;
     seg.f64[(off + 24) >>> 3] = 0;
     if (head !== 0) this.setLink(head, 24, addr);
+    else this.nonEmptyClasses++;
     this.heads[c] = addr;
     this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
   }
@@ -373,7 +385,10 @@ export class Allocator {
       const c = sizeClass(size);
       if (this.heads[c] === addr) {
         this.heads[c] = next;
-        if (next === 0) this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
+        if (next === 0) {
+          this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
+          this.nonEmptyClasses--;
+        }
       }
     }
     if (next !== 0) this.setLink(next, 24, prev);

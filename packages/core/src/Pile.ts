@@ -687,8 +687,17 @@ export class Pile implements Iterable<PileEntry> {
   /** @internal */
   putTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): PilePointer {
     this.writable();
-    this.prepareTyped(id, codec, value);
-    return this.store(this.pLen, 0);
+    // store() and writePayload() inlined by hand: this is the hottest write path.
+    const len = TYPED_PREFIX + codec.measure(value);
+    const addr = this.alloc.alloc(blockSizeFor(len));
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const seg = this.segments[segIdx]!;
+    const off = addr - segIdx * this.segmentSize;
+    const w = (off + BLOCK_HEADER_SIZE) >>> 2;
+    seg.u32[w] = id;
+    seg.u32[w + 1] = 0;
+    codec.encode(value, seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX);
+    return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, len));
   }
 
   /** @internal */

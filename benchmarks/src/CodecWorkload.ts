@@ -80,6 +80,13 @@ async function measure(peer: string, params: Params): Promise<PeerResult> {
   const n = num(params, 'n');
   const rounds = num(params, 'rounds');
   if (PEERS[peer] === undefined) throw new Error(`codec workload: unknown peer ${peer}`);
+  // One untimed round first, for every peer alike, so that the figures are of optimised code
+  // (as tinybench warms up) rather than of the JIT's first tiers.
+  const warm = Math.min(n, 200_000);
+  const warmProgress = new Progress(`codec: ${peer} warm-up`, warm);
+  if (peer === 'map') mapRound(warm, warmProgress);
+  else pileRound(peer, warm, warmProgress);
+  warmProgress.stop();
   const all: Round[] = [];
   for (let r = 0; r < rounds; r++) {
     const progress = new Progress(`codec: ${peer} round ${r + 1}/${rounds}`, n);

@@ -5,7 +5,7 @@ import type { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
 import { Allocator, sizeClass, NUM_CLASSES } from './Allocator';
 import {
-  BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
+  BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
   STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
@@ -30,6 +30,8 @@ const MAX_TAG_BITS = 22;
 const EMPTY_BUFFER = Buffer.alloc(0);
 /** word1 of a committed, unlinked typed record, generation bits zero. */
 const TYPED_USED_WORD = word1(0, KIND_TYPED, STATE_USED, 0);
+/** word1 of a committed raw block (sealed or not), generation bits zero. */
+const RAW_USED_WORD = word1(0, KIND_RAW, STATE_USED, 0);
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
 /** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
@@ -173,6 +175,8 @@ export class Pile implements Iterable<PileEntry> {
   private readonly tagMask: number;
   /** word1 bits a typed pointer pins down: the tag's generation bits, kind, state, flags. */
   private readonly typedWordMask: number;
+  /** typedWordMask without the SEALED flag: rawSeek takes sealed and mutable raw blocks alike. */
+  private readonly rawWordMask: number;
   private catalog: Catalog = { roots: {}, structures: [], schemas: {}, nextSchemaId: 1 };
   private catalogAddr = 0;
   private slot: CatalogSlot = { seq: 0, addr: 0 };
@@ -238,6 +242,7 @@ export class Pile implements Iterable<PileEntry> {
     this.offsetDiv = 2 ** this.offsetBits;
     this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
     this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
+    this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
 
     try {
@@ -653,11 +658,16 @@ export class Pile implements Iterable<PileEntry> {
    * @throws PILE_INVALID_POINTER when `ptr` is not a raw block, PILE_STALE_POINTER, PILE_CLOSED
    */
   rawSeek(ptr: PilePointer): number {
-    this.open();
-    this.resolve(ptr, false);
+    let off = this.quickLocate(ptr, RAW_USED_WORD, this.rawWordMask);
+    if (off < 0) {
+      this.open();
+      this.resolve(ptr, false);
+      off = this.hOff;
+      if (kindOf(this.hSeg.u32[(off >>> 2) + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    }
+    this.hOff = off;
     const seg = this.hSeg;
-    const h = this.hOff >>> 2;
-    if (kindOf(seg.u32[h + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    const h = off >>> 2;
     this.rawSegment = seg.buf;
     this.rawView = seg.view;
     this.rawF64 = seg.f64;
@@ -730,27 +740,36 @@ export class Pile implements Iterable<PileEntry> {
    * full resolve().
    */
   private typedPayload(ptr: PilePointer, id: number): number {
-    if (this.closed) throw closedError();
-    if (ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER && !this.verifyOnRead) {
-      const rest = Math.floor(ptr / this.offsetDiv);
-      const off = (ptr - rest * this.offsetDiv) * 8;
-      const tag = Math.floor(rest / SEGMENT_DIV);
-      const seg = this.segments[rest - tag * SEGMENT_DIV];
-      if (seg !== undefined && off >= SEGMENT_HEADER_SIZE && off <= this.segmentSize - 32 && tag <= this.tagMask && off === (off & ~7)) {
-        const h = off >>> 2;
-        const u32 = seg.u32;
-        const size = u32[h]!;
-        // Generation bits above the tag are not in the pointer; kind, state and flags must be exact.
-        if ((u32[h + 1]! & this.typedWordMask) === (tag | TYPED_USED_WORD) && (u32[h + 4]! & 0xffff) === id
-          && u32[h + 2]! <= size - BLOCK_HEADER_SIZE && size <= this.segmentSize - off) {
-          this.dSeg = seg;
-          this.dOff = off;
-          return off + BLOCK_HEADER_SIZE + TYPED_PREFIX;
-        }
-      }
+    const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
+    if (off >= 0 && (this.hSeg.u32[(off >>> 2) + 4]! & 0xffff) === id) {
+      this.dSeg = this.hSeg;
+      this.dOff = off;
+      return off + BLOCK_HEADER_SIZE + TYPED_PREFIX;
     }
+    this.open();
     this.resolve(ptr, true);
     return this.checkTypedId(ptr, id);
+  }
+
+  /**
+   * The fast path of resolve() for the common case (an unlinked record, no verifyOnRead):
+   * the header offset of the block `ptr` names when its word1 equals `want` plus the pointer's
+   * tag in the bits of `mask`, with hSeg set; -1 when the full resolve() must decide.
+   */
+  private quickLocate(ptr: PilePointer, want: number, mask: number): number {
+    if (!(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || this.verifyOnRead) return -1;
+    const rest = Math.floor(ptr / this.offsetDiv);
+    const off = (ptr - rest * this.offsetDiv) * 8;
+    const tag = Math.floor(rest / SEGMENT_DIV);
+    const seg = this.segments[rest - tag * SEGMENT_DIV];
+    if (seg === undefined || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || tag > this.tagMask || off !== (off & ~7)) return -1;
+    const h = off >>> 2;
+    const u32 = seg.u32;
+    const size = u32[h]!;
+    // Generation bits above the tag are not in the pointer; kind, state and flags must be exact.
+    if ((u32[h + 1]! & mask) !== (tag | want) || u32[h + 2]! > size - BLOCK_HEADER_SIZE || size > this.segmentSize - off) return -1;
+    this.hSeg = seg;
+    return off;
   }
 
   // ------------------------------------------------------------------------- internals

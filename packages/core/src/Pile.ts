@@ -309,8 +309,9 @@ export class Pile implements Iterable<PileEntry> {
   delete(ptr: PilePointer): boolean {
     this.writable();
     if (!this.tryResolve(ptr)) return false;
-    const hAddr = this.addrOf(this.hSeg, this.hOff);
     const linked = this.hSeg !== this.dSeg || this.hOff !== this.dOff;
+    this.checkBeforeWrite(linked);
+    const hAddr = this.addrOf(this.hSeg, this.hOff);
     const dAddr = this.addrOf(this.dSeg, this.dOff);
     this.release(hAddr);
     if (linked) this.release(dAddr);
@@ -956,6 +957,7 @@ export class Pile implements Iterable<PileEntry> {
     const hSeg = this.hSeg;
     const hOff = this.hOff;
     const linked = hSeg !== this.dSeg || hOff !== this.dOff;
+    this.checkBeforeWrite(linked);
     const hAddr = this.addrOf(hSeg, hOff);
     const dAddr = this.addrOf(this.dSeg, this.dOff);
     const kind = this.pKind;
@@ -1105,6 +1107,18 @@ export class Pile implements Iterable<PileEntry> {
     this.dSeg = bSeg;
     this.dOff = bOff;
     return true;
+  }
+
+  /**
+   * A damaged size word would make delete free, or set overwrite, a neighbour's bytes: the
+   * blocks a write is about to reuse are checked first (reads check them only with verifyOnRead).
+   * @throws PILE_CORRUPT, and nothing is written
+   */
+  private checkBeforeWrite(linked: boolean): void {
+    const head = this.checkBlock(this.hSeg, this.hOff);
+    if (head !== undefined) throw this.corruptError(this.hSeg, this.hOff, `${head}; the record is left as it is`);
+    const body = linked ? this.checkBlock(this.dSeg, this.dOff) : undefined;
+    if (body !== undefined) throw this.corruptError(this.dSeg, this.dOff, `${body}; the record is left as it is`);
   }
 
   /** Why the used block at `off` is damaged, or undefined when its checksum and fields hold. */

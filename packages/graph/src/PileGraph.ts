@@ -285,15 +285,10 @@ export class PileGraph<N, E = undefined> {
     const tf = m.f64;
     const fn = this.node(from);
     const ff = m.f64;
-    let out = ff[fn + N_OUT]! as PilePointer;
-    let ob = 0;
-    let of = m.f64;
-    let ocap = 0;
+    const out = ff[fn + N_OUT]! as PilePointer;
     if (out !== 0) {
-      ob = m.at(pile, out, A_SLOTS);
-      of = m.f64;
-      ocap = capacityOf(m.words, OUT_WIDTH);
-      const slot = findSlot(of, ob, ocap, OUT_WIDTH, to);
+      const b = m.at(pile, out, A_SLOTS);
+      const slot = findSlot(m.f64, b, capacityOf(m.words, OUT_WIDTH), OUT_WIDTH, to);
       if (slot >= 0) {
         m.release();
         this.replaceEdgeData(from, to, out, slot, data);
@@ -304,30 +299,9 @@ export class PileGraph<N, E = undefined> {
     const gf = m.f64;
     const dataPtr = data === undefined ? 0 : this.edgeValues.put(data);
     this.beginAt(gf, g, OP_EDGE, from, to, dataPtr);
-    let inn = tf[tn + N_IN]! as PilePointer;
-    let ib = 0;
-    let inf = m.f64;
-    let icap = 0;
     try {
-      if (out === 0 || !hasRoom(of, ob, ocap)) {
-        this.rebuildTable(from, N_OUT, out, capacityFor(out === 0 ? 1 : of[ob + A_LIVE]! + 1));
-        out = ff[fn + N_OUT]! as PilePointer;
-        ob = m.at(pile, out, A_SLOTS);
-        of = m.f64;
-        ocap = capacityOf(m.words, OUT_WIDTH);
-      }
-      if (inn !== 0) {
-        ib = m.at(pile, inn, A_SLOTS);
-        inf = m.f64;
-        icap = capacityOf(m.words, IN_WIDTH);
-      }
-      if (inn === 0 || !hasRoom(inf, ib, icap)) {
-        this.rebuildTable(to, N_IN, inn, capacityFor(inn === 0 ? 1 : inf[ib + A_LIVE]! + 1));
-        inn = tf[tn + N_IN]! as PilePointer;
-        ib = m.at(pile, inn, A_SLOTS);
-        inf = m.f64;
-        icap = capacityOf(m.words, IN_WIDTH);
-      }
+      this.ensureRoom(from, N_OUT);
+      this.ensureRoom(to, N_IN);
     } catch (err) {
       // allocRaw refused a table (out of space, too large): nothing changed but a table that grew,
       // which is consistent. Anything else leaves the mark so that the next write or open repairs.
@@ -337,8 +311,12 @@ export class PileGraph<N, E = undefined> {
       }
       throw err;
     }
-    insertKey(of, ob, ocap, OUT_WIDTH, to, dataPtr);
-    insertKey(inf, ib, icap, IN_WIDTH, from, 0);
+    // The tables may have moved while growing: locate both again.
+    const ob = m.at(pile, ff[fn + N_OUT]! as PilePointer, A_SLOTS);
+    const of = m.f64;
+    insertKey(of, ob, capacityOf(m.words, OUT_WIDTH), OUT_WIDTH, to, dataPtr);
+    const ib = m.at(pile, tf[tn + N_IN]! as PilePointer, A_SLOTS);
+    insertKey(m.f64, ib, capacityOf(m.words, IN_WIDTH), IN_WIDTH, from, 0);
     gf[g + G_EDGES] = gf[g + G_EDGES]! + 1;
     gf[g + G_OP] = OP_NONE;
     gf[g + G_DIRTY] = 0;

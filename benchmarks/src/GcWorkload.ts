@@ -31,44 +31,31 @@ const PEERS: Record<string, string> = {
 /** lmdb writes in transactions of this many puts. */
 const LMDB_BATCH = 10_000;
 
+/** Map and lru-cache: JS objects on the heap, behind the same four calls. */
+function objectStore(m: { set(k: number, v: Product): unknown; values(): Iterable<Product>; get(k: number): Product | undefined; clear(): void }): Store {
+  return {
+    putRange(from, to) {
+      for (let i = from; i < to; i++) m.set(i, product(i));
+    },
+    enumerate() {
+      let c = 0;
+      for (const v of m.values()) {
+        consume(v.price);
+        c++;
+      }
+      return c;
+    },
+    get: (id) => m.get(id),
+    close: () => m.clear(),
+  };
+}
+
 function openStore(peer: string, n: number, dir: string | undefined): Store {
   switch (peer) {
-    case 'map': {
-      const m = new Map<number, Product>();
-      return {
-        putRange(from, to) {
-          for (let i = from; i < to; i++) m.set(i, product(i));
-        },
-        enumerate() {
-          let c = 0;
-          for (const v of m.values()) {
-            consume(v.price);
-            c++;
-          }
-          return c;
-        },
-        get: (id) => m.get(id),
-        close: () => m.clear(),
-      };
-    }
-    case 'lru-cache': {
-      const m = new LRUCache<number, Product>({ max: n });
-      return {
-        putRange(from, to) {
-          for (let i = from; i < to; i++) m.set(i, product(i));
-        },
-        enumerate() {
-          let c = 0;
-          for (const v of m.values()) {
-            consume(v.price);
-            c++;
-          }
-          return c;
-        },
-        get: (id) => m.get(id),
-        close: () => m.clear(),
-      };
-    }
+    case 'map':
+      return objectStore(new Map<number, Product>());
+    case 'lru-cache':
+      return objectStore(new LRUCache<number, Product>({ max: n }));
     case 'pile-typed':
     case 'pile-mapped':
     case 'pile-generic': {

@@ -28,7 +28,9 @@ export class DirectoryLock {
    * @throws PILE_LOCKED when another live process or another open pile in this process holds it
    */
   static acquire(dir: string): DirectoryLock {
-    const key = path.resolve(dir);
+    // The real path: a second open through a symlink or another spelling is the same pile, and
+    // must not take over this process's own lock as if it were left by an earlier life of the pid.
+    const key = fs.realpathSync(dir);
     const file = path.join(key, LOCK_FILE_NAME);
     if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this process`);
     for (let attempt = 0; attempt < 3; attempt++) {

@@ -187,3 +187,21 @@ describe('single writer lock', function () {
     }
   });
 });
+
+describe('writer lock through another path to the same directory', () => {
+  it('a second open through a symlink in the same process gets PILE_LOCKED', () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-lock-link-'));
+    const real = path.join(base, 'real');
+    const link = path.join(base, 'link');
+    fs.mkdirSync(real);
+    fs.symlinkSync(real, link);
+    const first = openPile({ dir: real, segmentSize: 1 << 20 });
+    try {
+      expect(() => openPile({ dir: link })).to.throw(PileError).with.property('code', 'PILE_LOCKED');
+      expect(() => openPile({ dir: `${real}/./` })).to.throw(PileError).with.property('code', 'PILE_LOCKED');
+    } finally {
+      first.close();
+      fs.rmSync(base, { recursive: true, force: true });
+    }
+  });
+});

@@ -124,7 +124,16 @@ interface SchemaEntry {
   descriptor: SchemaDescriptor;
 }
 
+/** Names are user strings: Maps, so that a root called 'constructor' or '__proto__' is just a name. */
 interface Catalog {
+  roots: Map<string, number>;
+  structures: unknown[];
+  schemas: Map<string, SchemaEntry>;
+  nextSchemaId: number;
+}
+
+/** The catalog as stored (docs/format.md, kind 6). */
+interface CatalogJson {
   roots: Record<string, number>;
   structures: unknown[];
   schemas: Record<string, SchemaEntry>;
@@ -177,7 +186,7 @@ export class Pile implements Iterable<PileEntry> {
   private readonly typedWordMask: number;
   /** typedWordMask without the SEALED flag: rawSeek takes sealed and mutable raw blocks alike. */
   private readonly rawWordMask: number;
-  private catalog: Catalog = { roots: {}, structures: [], schemas: {}, nextSchemaId: 1 };
+  private catalog: Catalog = { roots: new Map(), structures: [], schemas: new Map(), nextSchemaId: 1 };
   private catalogAddr = 0;
   private slot: CatalogSlot = { seq: 0, addr: 0 };
   private slotIndex: 0 | 1 = 1;
@@ -355,13 +364,13 @@ export class Pile implements Iterable<PileEntry> {
     if (typeof name !== 'string' || name === '') throw invalid('name', 'a schema name must be a non-empty string');
     const codec = compileSchema(schema, options.validate === undefined ? {} : { validate: options.validate });
     if (this.readonly) this.refreshCatalog();
-    const known = this.catalog.schemas[name];
+    const known = this.catalog.schemas.get(name);
     let id: number;
     if (known === undefined) {
       if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' is not in this read-only pile`);
       id = this.catalog.nextSchemaId++;
       if (id > 0xffff) throw new PileError('PILE_OUT_OF_SPACE', 'a pile holds at most 65535 schemas');
-      this.catalog.schemas[name] = { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor };
+      this.catalog.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor });
       this.saveCatalog();
     } else {
       id = known.id;
@@ -370,7 +379,7 @@ export class Pile implements Iterable<PileEntry> {
           throw new PileError('PILE_SCHEMA_MISMATCH', `schema '${name}' does not match the one stored in the pile (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`);
         }
         if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' would be evolved, but the pile is read-only`);
-        this.catalog.schemas[name] = { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor };
+        this.catalog.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor });
         this.saveCatalog();
       }
     }
@@ -386,12 +395,11 @@ export class Pile implements Iterable<PileEntry> {
     this.writable();
     if (typeof name !== 'string' || name === '') throw invalid('name', 'a root name must be a non-empty string');
     if (ptr === null || ptr === NULL_POINTER) {
-      if (!(name in this.catalog.roots)) return;
-      delete this.catalog.roots[name];
+      if (!this.catalog.roots.delete(name)) return;
     } else {
       this.resolve(ptr, true);
-      if (this.catalog.roots[name] === ptr) return;
-      this.catalog.roots[name] = ptr;
+      if (this.catalog.roots.get(name) === ptr) return;
+      this.catalog.roots.set(name, ptr);
     }
     this.saveCatalog();
   }
@@ -403,7 +411,7 @@ export class Pile implements Iterable<PileEntry> {
   getRoot(name: string): PilePointer | undefined {
     this.open();
     if (this.readonly) this.refreshCatalog();
-    const p = this.catalog.roots[name];
+    const p = this.catalog.roots.get(name);
     return p === undefined ? undefined : (p as PilePointer);
   }
 
@@ -411,13 +419,13 @@ export class Pile implements Iterable<PileEntry> {
   roots(): string[] {
     this.open();
     if (this.readonly) this.refreshCatalog();
-    return Object.keys(this.catalog.roots);
+    return [...this.catalog.roots.keys()];
   }
 
   /** Registered schema names with their ids. @throws PILE_CLOSED */
   schemas(): { name: string; id: number; fingerprint: string }[] {
     this.open();
-    return Object.entries(this.catalog.schemas).map(([name, s]) => ({ name, id: s.id, fingerprint: s.fingerprint }));
+    return [...this.catalog.schemas].map(([name, s]) => ({ name, id: s.id, fingerprint: s.fingerprint }));
   }
 
   [Symbol.iterator](): IterableIterator<PileEntry> {
@@ -1180,7 +1188,7 @@ export class Pile implements Iterable<PileEntry> {
         const id = seg.view.getUint16(p, true);
         const c = this.codecs.get(id);
         if (c === undefined) {
-          const name = Object.entries(this.catalog.schemas).find(([, s]) => s.id === id)?.[0];
+          const name = [...this.catalog.schemas].find(([, s]) => s.id === id)?.[0];
           throw new PileError('PILE_SCHEMA_MISMATCH', name === undefined
             ? `record at segment ${seg.index} offset ${off} uses schema id ${id}, unknown to this pile`
             : `record at segment ${seg.index} offset ${off} is typed by schema '${name}': register it first with pile.schema('${name}', zodSchema)`);
@@ -1198,7 +1206,10 @@ export class Pile implements Iterable<PileEntry> {
     if (this.readonly) throw new PileError('PILE_READONLY', 'the pile is open read-only');
     if (!this.persistent) return;
     this.pKind = KIND_CATALOG;
-    this.pBytes = Buffer.from(JSON.stringify(this.catalog), 'utf8');
+    const c = this.catalog;
+    // Object.fromEntries defines own properties, so any name, '__proto__' included, round-trips.
+    const json: CatalogJson = { roots: Object.fromEntries(c.roots), structures: c.structures, schemas: Object.fromEntries(c.schemas), nextSchemaId: c.nextSchemaId };
+    this.pBytes = Buffer.from(JSON.stringify(json), 'utf8');
     this.pLen = this.pBytes.length;
     const ptr = this.store(this.pLen, 0);
     const segIdx = Math.floor(ptr / this.offsetDiv) % SEGMENT_DIV;
@@ -1224,8 +1235,13 @@ export class Pile implements Iterable<PileEntry> {
     if (this.checkBlock(seg, off) !== undefined) return false;
     const len = seg.u32[(off >>> 2) + 2]!;
     try {
-      const c = JSON.parse(seg.buf.toString('utf8', off + BLOCK_HEADER_SIZE, off + BLOCK_HEADER_SIZE + len)) as Catalog;
-      this.catalog = { roots: c.roots ?? {}, structures: c.structures ?? [], schemas: c.schemas ?? {}, nextSchemaId: c.nextSchemaId ?? 1 };
+      const c = JSON.parse(seg.buf.toString('utf8', off + BLOCK_HEADER_SIZE, off + BLOCK_HEADER_SIZE + len)) as Partial<CatalogJson>;
+      this.catalog = {
+        roots: new Map(Object.entries(c.roots ?? {})),
+        structures: c.structures ?? [],
+        schemas: new Map(Object.entries(c.schemas ?? {})),
+        nextSchemaId: c.nextSchemaId ?? 1,
+      };
     } catch {
       return false;
     }

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { z } from 'zod';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -247,6 +248,37 @@ describe('persistence and reopen', () => {
         expect(pile.get(p)).to.equal('survives');
         pile.close();
       });
+    }
+  });
+});
+
+describe('root and schema names that are also Object.prototype keys', () => {
+  it('constructor, __proto__ and toString are ordinary names, before and after reopen', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-root-names-'));
+    try {
+      let pile = openPile({ dir, segmentSize: 1 << 20 });
+      expect(pile.getRoot('constructor')).to.equal(undefined);
+      expect(pile.getRoot('toString')).to.equal(undefined);
+      const a = pile.put('a');
+      const b = pile.put('b');
+      pile.setRoot('__proto__', a);
+      pile.setRoot('constructor', b);
+      const v = pile.schema('hasOwnProperty', z.object({ x: z.number() }));
+      const t = v.put({ x: 1 });
+      expect(pile.getRoot('__proto__')).to.equal(a);
+      pile.close();
+      pile = openPile({ dir });
+      expect(pile.roots().sort()).to.deep.equal(['__proto__', 'constructor']);
+      expect(pile.get(pile.getRoot('__proto__')!)).to.equal('a');
+      expect(pile.get(pile.getRoot('constructor')!)).to.equal('b');
+      expect(pile.getRoot('toString')).to.equal(undefined);
+      expect(pile.schemas().map((s) => s.name)).to.deep.equal(['hasOwnProperty']);
+      expect(pile.schema('hasOwnProperty', z.object({ x: z.number() })).get(t)).to.deep.equal({ x: 1 });
+      pile.setRoot('__proto__', null);
+      expect(pile.getRoot('__proto__')).to.equal(undefined);
+      pile.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });

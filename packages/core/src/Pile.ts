@@ -24,6 +24,8 @@ const GiB = 1 << 30;
 /** Segment index bits of a pointer: up to 16384 segments. */
 const SEGMENT_BITS = 14;
 const SEGMENT_DIV = 2 ** SEGMENT_BITS;
+/** Multiplying by the inverse of a power of two is exact, and much cheaper than dividing. */
+const SEGMENT_INV = 1 / SEGMENT_DIV;
 const MAX_SEGMENTS = SEGMENT_DIV;
 const MAX_TAG_BITS = 22;
 
@@ -181,6 +183,7 @@ export class Pile implements Iterable<PileEntry> {
   private readonly pileId: number;
   private readonly offsetBits: number;
   private readonly offsetDiv: number;
+  private readonly offsetInv: number;
   private readonly tagMask: number;
   /** word1 bits a typed pointer pins down: the tag's generation bits, kind, state, flags. */
   private readonly typedWordMask: number;
@@ -249,6 +252,7 @@ export class Pile implements Iterable<PileEntry> {
     this.pileId = pileId;
     this.offsetBits = Math.log2(segmentSize) - 3;
     this.offsetDiv = 2 ** this.offsetBits;
+    this.offsetInv = 1 / this.offsetDiv;
     this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
     this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
@@ -767,9 +771,9 @@ export class Pile implements Iterable<PileEntry> {
    */
   private quickLocate(ptr: PilePointer, want: number, mask: number): number {
     if (!(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || this.verifyOnRead) return -1;
-    const rest = Math.floor(ptr / this.offsetDiv);
+    const rest = Math.floor(ptr * this.offsetInv);
     const off = (ptr - rest * this.offsetDiv) * 8;
-    const tag = Math.floor(rest / SEGMENT_DIV);
+    const tag = Math.floor(rest * SEGMENT_INV);
     const seg = this.segments[rest - tag * SEGMENT_DIV];
     if (seg === undefined || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || tag > this.tagMask || off !== (off & ~7)) return -1;
     const h = off >>> 2;
@@ -1062,10 +1066,10 @@ export class Pile implements Iterable<PileEntry> {
     if (typeof ptr !== 'number' || !(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || Math.floor(ptr) !== ptr) {
       throw new PileError('PILE_INVALID_POINTER', `${String(ptr)} is not a pile pointer`);
     }
-    // Division by powers of two is exact in float64; floor() avoids the slow float modulo.
-    const rest = Math.floor(ptr / this.offsetDiv);
+    // Scaling by powers of two is exact in float64; floor() avoids the slow float modulo.
+    const rest = Math.floor(ptr * this.offsetInv);
     const off = (ptr - rest * this.offsetDiv) * 8;
-    const tag = Math.floor(rest / SEGMENT_DIV);
+    const tag = Math.floor(rest * SEGMENT_INV);
     const segIdx = rest - tag * SEGMENT_DIV;
     let seg = this.segments[segIdx];
     if (seg === undefined && this.readonly) seg = this.mapNewSegments(segIdx);

@@ -8,7 +8,7 @@ import {
 import { KeyCodec } from './KeyCodec';
 import { PileMemory } from './PileMemory';
 import { SlotIndex, chunkSlotsFor } from './SlotIndex';
-import { type ResolvedTableOptions, type TableOptions, invalidOption, resolveTableOptions } from './TableOptions';
+import { type CollisionMode, type ResolvedTableOptions, type TableOptions, invalidOption, resolveTableOptions } from './TableOptions';
 
 /** Options the cache adds to those of the pile it opens or is given. */
 export interface CacheBehaviourOptions {
@@ -50,6 +50,18 @@ interface Catalog {
   open: boolean;
   nextId: number;
   tables: TableMeta[];
+}
+
+/** Returned by {@link PileCache.tableInfo}. */
+export interface TableInfo {
+  name: string;
+  /** True when the table's values are typed by a schema (open it with `table(name, { schema })`). */
+  typed: boolean;
+  collisionMode: CollisionMode;
+  /** Entries, expired ones not swept yet included. */
+  count: number;
+  /** Slots of the index. */
+  capacity: number;
 }
 
 /** Piles that have a PileCache open on them: two at once would each think they own the index. */
@@ -210,6 +222,18 @@ export class PileCache implements CacheHost {
   tables(): string[] {
     this.check();
     return [...this.byName.keys()];
+  }
+
+  /**
+   * What a tool can learn of a table without its schema (a typed table opens only with it):
+   * undefined when there is no such table.
+   * @throws PILE_CLOSED
+   */
+  tableInfo(name: string): TableInfo | undefined {
+    this.check();
+    const t = this.byName.get(name);
+    if (t === undefined) return undefined;
+    return { name, typed: t.meta.fingerprint !== '', collisionMode: t.meta.options.collisionMode, count: t.count, capacity: t.capacity };
   }
 
   /**

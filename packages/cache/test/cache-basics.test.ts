@@ -173,3 +173,18 @@ describe('cache basics', () => {
     }
   });
 });
+
+describe('cache tableInfo', () => {
+  it('describes a typed table without its schema, and answers undefined for an unknown name', () => {
+    const cache = openCache({ sweepIntervalSec: 0 });
+    const t = cache.table('typed', { schema: z.object({ n: z.number() }), collisionMode: 'durable' });
+    t.put('a', { n: 1 });
+    t.put('b', { n: 2 });
+    cache.table('plain').put('x', 'y');
+    expect(cache.tableInfo('typed')).to.deep.equal({ name: 'typed', typed: true, collisionMode: 'durable', count: 2, capacity: t.capacity });
+    expect(cache.tableInfo('plain')).to.include({ typed: false, collisionMode: 'speculative', count: 1 });
+    expect(cache.tableInfo('nope')).to.equal(undefined);
+    cache.close();
+    expect(() => cache.tableInfo('typed')).to.throw(/PILE_CLOSED/);
+  });
+});

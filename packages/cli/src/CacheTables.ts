@@ -1,14 +1,12 @@
-import { isPileError, type Pile } from '@pile/core';
+import type { Pile } from '@pile/core';
 import { openCache, type PileCache } from '@pile/cache';
-import { storedShape } from './TableAccess';
-import { zodOfShape } from './FlatSchema';
 
-/** One keyed table of a cache as `pile stats` shows it; count and capacity are null for a typed table whose shape is not known. */
+/** One keyed table of a cache as `pile stats` shows it. */
 export interface TableSummary {
   name: string;
   typed: boolean;
-  count: number | null;
-  capacity: number | null;
+  count: number;
+  capacity: number;
 }
 
 const open = new Map<Pile, PileCache>();
@@ -38,21 +36,13 @@ export function closePile(pile: Pile): void {
 
 /**
  * Name, entry count and capacity of each table of the cache held by `pile`. A pile no cache
- * ever wrote to has no tables. Typed tables are opened with the shape `pile import` stored.
+ * ever wrote to has no tables. Typed tables are described without their schema.
  */
 export async function tableSummaries(pile: Pile): Promise<TableSummary[]> {
   if (pile.getRoot('pile-cache') === undefined) return [];
   const cache = await cacheOf(pile);
   return cache.tables().map((name) => {
-    try {
-      const t = cache.table(name);
-      return { name, typed: false, count: t.count, capacity: t.capacity };
-    } catch (err) {
-      if (!isPileError(err, 'PILE_SCHEMA_MISMATCH')) throw err;
-    }
-    const shape = storedShape(pile, name);
-    if (shape === undefined) return { name, typed: true, count: null, capacity: null };
-    const t = cache.table(name, { schema: zodOfShape(shape) });
-    return { name, typed: true, count: t.count, capacity: t.capacity };
+    const info = cache.tableInfo(name)!;
+    return { name, typed: info.typed, count: info.count, capacity: info.capacity };
   });
 }

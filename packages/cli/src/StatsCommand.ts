@@ -64,9 +64,7 @@ export function formatStats(r: StatsReport): string {
     ['tables', r.tables.length === 0 ? '(none)' : String(r.tables.length)],
   ];
   for (const t of r.tables) {
-    rows.push([`  ${t.name}`, t.count === null || t.capacity === null
-      ? 'typed values of a shape not known here: count not shown'
-      : `${formatCount(t.count)} entries, capacity ${formatCount(t.capacity)}${t.typed ? ', typed' : ''}`]);
+    rows.push([`  ${t.name}`, `${formatCount(t.count)} entries, capacity ${formatCount(t.capacity)}${t.typed ? ', typed' : ''}`]);
   }
   const w = Math.max(...rows.map(([k]) => k.length));
   return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');

@@ -56,8 +56,8 @@ export const KIND_NAMES: Record<number, RecordKind | undefined> = {
 
 /** Raw blocks keep an 8-byte prefix (u32 owner tag, u32 reserved) before the bytes a caller sees. */
 export const RAW_PREFIX = 8;
-/** Typed records keep an 8-byte prefix (u16 schema id, 6 bytes reserved) so the codec starts 8-aligned. */
-export const TYPED_PREFIX = 8;
+/** Typed records start with the u16 schema id; the codec's bytes follow (it reads them through DataView, unaligned). */
+export const TYPED_PREFIX = 2;
 
 export function word1(gen: number, kind: number, state: number, flags: number): number {
   return ((gen & GEN_MASK) | (kind << KIND_SHIFT) | (state << STATE_SHIFT) | (flags << FLAG_SHIFT)) >>> 0;

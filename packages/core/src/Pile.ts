@@ -716,9 +716,7 @@ export class Pile implements Iterable<PileEntry> {
     const segIdx = Math.floor(addr / this.segmentSize);
     const seg = this.segments[segIdx]!;
     const off = addr - segIdx * this.segmentSize;
-    const w = (off + BLOCK_HEADER_SIZE) >>> 2;
-    seg.u32[w] = id;
-    seg.u32[w + 1] = 0;
+    seg.view.setUint16(off + BLOCK_HEADER_SIZE, id, true);
     codec.encode(value, seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX);
     return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, len));
   }
@@ -907,8 +905,7 @@ export class Pile implements Iterable<PileEntry> {
         seg.buf.set(this.pBytes!, p);
         break;
       case KIND_TYPED:
-        seg.u32[p >>> 2] = this.pSchemaId;
-        seg.u32[(p >>> 2) + 1] = 0;
+        seg.view.setUint16(p, this.pSchemaId, true);
         this.pCodec!.encode(this.pValue, seg.buf, seg.view, p + TYPED_PREFIX);
         break;
       case KIND_RAW:

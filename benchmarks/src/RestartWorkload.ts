@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { openPile, type PilePointer } from '@pile/core';
+import { openPile } from '@pile/core';
 import { RESULT_MARKER } from './ChildRunner';
 import { loadPileCache } from './PileCacheLoader';
 import { median, perSecond } from './Measure';

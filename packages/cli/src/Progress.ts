@@ -9,7 +9,7 @@ export class Progress {
   private started = false;
   private last = 0;
 
-  constructor(private readonly label: string, private readonly unit: 'bytes' | 'items') {
+  constructor(label: string, private readonly unit: 'bytes' | 'items') {
     if (process.stderr.isTTY) {
       this.bar = new SingleBar({
         stream: process.stderr,

@@ -21,8 +21,10 @@ export interface DumpedRecord {
   value?: unknown;
   /** Hex of the payload (bytes, buffer, raw records). */
   hex?: string;
-  /** Why the value is not shown: a typed record whose schema is not known to the command, damage. */
+  /** Why the value is not shown: damage, or a typed record whose stored layout can not be read. */
   note?: string;
+  /** The schema a typed record was written with. */
+  schema?: string;
 }
 
 /** Decodes one record for the dump: never throws for a record it can not decode, says why instead. */
@@ -30,30 +32,30 @@ export function dumpRecord(pile: Pile, entry: PileEntry, roots: string[] | undef
   const out: DumpedRecord = { pointer: entry.pointer, kind: entry.kind, size: entry.size };
   if (roots !== undefined) out.roots = roots;
   try {
-    const v = pile.get(entry.pointer);
-    if (v instanceof Uint8Array) out.hex = hexOf(v);
+    // inspect(): typed records decode by the layout stored in the pile, no zod schema needed.
+    const v = pile.inspect(entry.pointer);
+    if (entry.kind === 'typed') {
+      const name = pile.schemaOf(entry.pointer);
+      if (name !== undefined) out.schema = name;
+    }
+    if (v instanceof Uint8Array && entry.kind !== 'typed') out.hex = hexOf(v);
     else out.value = v;
   } catch (err) {
     if (!isPileError(err)) throw err;
-    if (err.code === 'PILE_SCHEMA_MISMATCH') {
-      const m = /typed by schema '([^']*)'/.exec(err.message);
-      out.note = m === null ? `<typed record of an unknown schema, ${entry.size} bytes>` : `<typed record of schema ${m[1]}, ${entry.size} bytes>`;
-    } else {
-      out.note = `<${err.code}: ${err.message}>`;
-    }
+    out.note = `<${err.code}: ${err.message}>`;
   }
   return out;
 }
 
 function textLine(r: DumpedRecord): string {
-  const head = `${r.pointer} ${r.kind} ${r.size}B${r.roots === undefined ? '' : ` root=${r.roots.join(',')}`}`;
+  const head = `${r.pointer} ${r.kind}${r.schema === undefined ? '' : `:${r.schema}`} ${r.size}B${r.roots === undefined ? '' : ` root=${r.roots.join(',')}`}`;
   const body = r.note ?? (r.hex !== undefined ? `hex ${r.hex}` : textOf(r.value));
   return `${head}  ${body}\n`;
 }
 
 /**
- * `pile dump <dir>`: prints records, decoded where the codec is known, hex for bytes and raw
- * blocks, a placeholder for typed records whose schema the command does not know.
+ * `pile dump <dir>`: prints records decoded (typed ones by the layout stored in the pile), hex
+ * for bytes and raw blocks.
  * Opens read-only, so it runs alongside a writer.
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) for an unknown root
  */

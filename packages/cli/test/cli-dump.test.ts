@@ -22,7 +22,7 @@ describe('pile dump', function () {
   });
   afterEach(() => t.remove());
 
-  it('prints every record, decoded, with hex for bytes and a placeholder for typed records', async () => {
+  it('prints every record decoded, typed ones by their stored layout, with hex for bytes', async () => {
     const r = await runCli(['dump', dir]);
     expect(r.code, r.stderr).to.equal(0);
     const lines = r.stdout.trim().split('\n');
@@ -31,7 +31,7 @@ describe('pile dump', function () {
     expect(r.stdout).to.match(/^\d+ string 11B  'hello world'$/m);
     expect(r.stdout).to.match(/^\d+ buffer 2B  hex cafe$/m);
     expect(r.stdout).to.match(/^\d+ bytes 3B  hex 010203$/m);
-    expect(r.stdout).to.match(/^\d+ typed \d+B  <typed record of schema point, \d+ bytes>$/m);
+    expect(r.stdout).to.match(/^\d+ typed:point \d+B  \{ x: 1, y: 2 \}$/m);
   });
 
   it('--json prints one parseable object per record; --limit and --root select', async () => {
@@ -44,6 +44,9 @@ describe('pile dump', function () {
     const root = await runCli(['dump', dir, '--root', 'config', '--json']);
     expect(root.code, root.stderr).to.equal(0);
     expect(JSON.parse(root.stdout)).to.deep.include({ kind: 'msgpack', roots: ['config'], value: { name: 'alpha', tags: ['x', 'y'], big: '10' } });
+
+    const all = (await runCli(['dump', dir, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(all.find((rec) => rec['kind'] === 'typed')).to.deep.include({ schema: 'point', value: { x: 1, y: 2 } });
 
     const missing = await runCli(['dump', dir, '--root', 'nope']);
     expect(missing.code).to.equal(1);

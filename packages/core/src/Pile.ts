@@ -15,7 +15,7 @@ import { DirectoryLock } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
 import { PileError } from './PileError';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
-import { compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
+import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
 import { Segment, segmentFileName } from './Segment';
 import { TypedView, type SchemaOptions } from './TypedView';
 
@@ -195,6 +195,8 @@ export class Pile implements Iterable<PileEntry> {
   private slotIndex: 0 | 1 = 1;
   private packrInstance: Packr | undefined;
   private readonly codecs = new Map<number, { name: string; codec: CompiledSchema<unknown> }>();
+  /** Codecs compiled from stored layouts by inspect(), for schemas not registered here. */
+  private readonly storedCodecs = new Map<number, CompiledSchema<unknown>>();
 
   // Scratch of the last resolve(): the head block, and the block holding the data (== head unless linked).
   private hSeg!: Segment;
@@ -300,6 +302,38 @@ export class Pile implements Iterable<PileEntry> {
     this.open();
     this.resolve(ptr, true);
     return this.decodeAt(this.dSeg, this.dOff) as T;
+  }
+
+  /**
+   * get() for tools that read piles they did not write (`pile dump`): a typed record whose
+   * schema is not registered in this process is decoded by the layout stored in the pile
+   * instead of throwing (an object without zod's defaults or refinements).
+   * @throws as {@link get}, but never PILE_SCHEMA_MISMATCH for an unregistered schema
+   */
+  inspect(ptr: PilePointer): unknown {
+    this.open();
+    this.resolve(ptr, true);
+    const seg = this.dSeg;
+    const off = this.dOff;
+    if (kindOf(seg.u32[(off >>> 2) + 1]!) !== KIND_TYPED) return this.decodeAt(seg, off);
+    const p = off + BLOCK_HEADER_SIZE;
+    const id = seg.view.getUint16(p, true);
+    const codec = this.codecs.get(id)?.codec ?? this.storedCodec(id, seg, off);
+    return codec.decode(seg.buf, seg.view, p + TYPED_PREFIX, seg.u32[(off >>> 2) + 2]! - TYPED_PREFIX);
+  }
+
+  /**
+   * The name of the schema a typed record was written with; undefined for other records.
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED
+   */
+  schemaOf(ptr: PilePointer): string | undefined {
+    this.open();
+    this.resolve(ptr, true);
+    const seg = this.dSeg;
+    if (kindOf(seg.u32[(this.dOff >>> 2) + 1]!) !== KIND_TYPED) return undefined;
+    const id = seg.view.getUint16(this.dOff + BLOCK_HEADER_SIZE, true);
+    if (this.readonly && ![...this.catalog.schemas.values()].some((s) => s.id === id)) this.refreshCatalog();
+    return [...this.catalog.schemas].find(([, s]) => s.id === id)?.[0];
   }
 
   /**
@@ -828,6 +862,19 @@ export class Pile implements Iterable<PileEntry> {
     } as never);
     this.packrInstance = packr;
     return packr;
+  }
+
+  /** The codec of the layout stored for schema `id`, compiled once per pile (see inspect()). */
+  private storedCodec(id: number, seg: Segment, off: number): CompiledSchema<unknown> {
+    let codec = this.storedCodecs.get(id);
+    if (codec === undefined) {
+      if (this.readonly) this.refreshCatalog();
+      const stored = [...this.catalog.schemas.values()].find((s) => s.id === id);
+      if (stored === undefined) throw this.corruptError(seg, off, `typed record of schema id ${id}, which the pile's catalog does not list`);
+      codec = compileDescriptor(stored.descriptor) as CompiledSchema<unknown>;
+      this.storedCodecs.set(id, codec);
+    }
+    return codec;
   }
 
   private checkTypedId(ptr: PilePointer, id: number): number {
@@ -1486,6 +1533,7 @@ export class Pile implements Iterable<PileEntry> {
     this.rawView = new DataView(EMPTY_BUFFER.buffer, 0, 0);
     this.rawF64 = new Float64Array(0);
     this.codecs.clear();
+    this.storedCodecs.clear();
     this.pValue = undefined;
     this.pBytes = undefined;
     this.packrInstance = undefined;

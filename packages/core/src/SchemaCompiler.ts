@@ -2,7 +2,7 @@ import type { ZodType } from 'zod';
 import { PileError } from './PileError';
 import { generateCodec } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
-import { analyze, describeLayout } from './SchemaLayout';
+import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
 
 export type { SchemaDescriptor, SchemaFieldDescriptor, SchemaLiteral, SchemaTypeDescriptor } from './SchemaDescriptor';
 export { isCompatibleEvolution, schemaFingerprint };
@@ -173,8 +173,26 @@ function compile<T>(schema: ZodType<T>, validate: boolean): CompiledSchema<T> {
   if (root.kind !== 'object') {
     throw new PileError('PILE_INVALID_OPTION', `schema: the top level must be a z.object, got ${root.kind}`);
   }
-  const descriptor = describeLayout(root);
-  const { source, constants } = generateCodec(root.fields);
+  return build(root.fields, describeLayout(root), validate ? schema : undefined);
+}
+
+/**
+ * A codec for records stored under `descriptor`, made without their zod schema: for tools that
+ * read piles they did not write (`pile dump`). It decodes the stored layout as is: integer
+ * fields stored as int32 accept their whole range, byte arrays come back as Uint8Array, and no
+ * zod default or refinement applies.
+ * @throws PileError PILE_CORRUPT when the descriptor is not one this build wrote.
+ */
+export function compileDescriptor(descriptor: SchemaDescriptor): CompiledSchema<Record<string, unknown>> {
+  if (descriptor === null || typeof descriptor !== 'object' || descriptor.codec !== 'pile-typed' || descriptor.version !== 1 || !Array.isArray(descriptor.fields)) {
+    throw new PileError('PILE_CORRUPT', 'stored schema descriptor is not a pile-typed version 1 layout');
+  }
+  return build(descriptor.fields.map((f) => ({ name: f.name, type: layoutOfType(f.type) })), descriptor, undefined);
+}
+
+/** Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure. */
+function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
+  const { source, constants } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = new Function(
     'K',
@@ -190,16 +208,16 @@ function compile<T>(schema: ZodType<T>, validate: boolean): CompiledSchema<T> {
   const gen = factory(constants, fail, failValue, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
 
   const readers = new Map<PropertyKey, Reader>();
-  root.fields.forEach((f, i) => {
+  fields.forEach((f, i) => {
     const r = gen.readers[i];
     if (r !== undefined) readers.set(f.name, r);
   });
 
   const rawMeasure = gen.measure;
   const measure =
-    validate
+    validateWith !== undefined
       ? (value: T): number => {
-          const result = schema.safeParse(value);
+          const result = validateWith.safeParse(value);
           if (!result.success) {
             const issue = result.error.issues[0];
             const where = formatZodPath(issue?.path ?? []);

@@ -319,6 +319,50 @@ function describeType(node: LayoutNode): SchemaTypeDescriptor {
   }
 }
 
+function literalOf(l: SchemaLiteral): LiteralValue {
+  switch (l.type) {
+    case 'bigint':
+      return BigInt(l.value);
+    case 'undefined':
+      return undefined;
+    case 'null':
+      return null;
+    default:
+      return l.value;
+  }
+}
+
+/**
+ * The layout a stored descriptor describes (the inverse of describeType): what a reader without
+ * the zod schema decodes with. int32 takes its whole range; bytes decode as Uint8Array.
+ * @throws PileError PILE_CORRUPT for a kind this build does not know
+ */
+export function layoutOfType(t: SchemaTypeDescriptor): LayoutNode {
+  switch (t.kind) {
+    case 'int32':
+      return { kind: 'int32', min: INT32_LAYOUT_MIN, max: INT32_LAYOUT_MAX };
+    case 'bytes':
+      return { kind: 'bytes', buffer: false };
+    case 'enum':
+      return { kind: 'enum', values: t.values.map(literalOf) };
+    case 'maybe':
+      return { kind: 'maybe', nullable: t.nullable, optional: t.optional, of: layoutOfType(t.of) };
+    case 'array':
+      return { kind: 'array', of: layoutOfType(t.of) };
+    case 'object':
+      return { kind: 'object', fields: t.fields.map((f) => ({ name: f.name, type: layoutOfType(f.type) })) };
+    case 'float64':
+    case 'int64':
+    case 'uint64':
+    case 'boolean':
+    case 'date':
+    case 'string':
+      return { kind: t.kind };
+    default:
+      throw new PileError('PILE_CORRUPT', `stored schema descriptor has an unknown field kind ${JSON.stringify((t as { kind: unknown }).kind)}`);
+  }
+}
+
 /** The persisted, JSON-safe form of a top-level layout. */
 export function describeLayout(root: LayoutNode & { kind: 'object' }): SchemaDescriptor {
   return {

@@ -7,5 +7,5 @@ export type { PilePointer } from './PilePointer';
 export { TypedView } from './TypedView';
 export type { SchemaOptions } from './TypedView';
 export type { RecordKind } from './BlockFormat';
-export { compileSchema, isCompatibleEvolution } from './SchemaCompiler';
+export { compileDescriptor, compileSchema, isCompatibleEvolution } from './SchemaCompiler';
 export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';

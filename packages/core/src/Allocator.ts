@@ -92,7 +92,7 @@ export class Allocator {
   /** Frees the block at `addr` (USED or RESERVED) and merges it with free blocks after it. */
   free(addr: number): void {
     const segIdx = Math.floor(addr / this.segmentSize);
-    const seg = this.segments[segIdx]!;
+    const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const u32 = seg.u32;
     const h = off >>> 2;
@@ -149,7 +149,7 @@ export class Allocator {
   private retireTail(): void {
     if (this.tailAddr === 0) return;
     const segIdx = Math.floor(this.tailAddr / this.segmentSize);
-    const seg = this.segments[segIdx];
+    const seg = this.segments[segIdx]?.use();
     if (seg !== undefined) this.push(this.tailAddr, this.tailEnd - this.tailAddr, seg, this.tailAddr - segIdx * this.segmentSize);
     this.tailAddr = this.tailEnd = this.tailGen = 0;
   }
@@ -159,7 +159,7 @@ export class Allocator {
     const addr = this.tailAddr;
     if (addr === 0 || this.tailEnd - addr < size) return 0;
     const segIdx = Math.floor(addr / this.segmentSize);
-    const seg = this.segments[segIdx]!;
+    const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const u32 = seg.u32;
     const gen = (this.tailGen + 1) & GEN_MASK;
@@ -196,7 +196,8 @@ export class Allocator {
     this.freedSinceWalk = 0;
     const segSize = this.segmentSize;
     const last = this.segments.length - 1;
-    for (const seg of this.segments) {
+    for (const s of this.segments) {
+      const seg = s.use();
       const u32 = seg.u32;
       let off = SEGMENT_HEADER_SIZE;
       let runStart = -1;
@@ -238,7 +239,8 @@ export class Allocator {
   countOnly(): void {
     this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
     this.objectCount = this.linkCount = this.internalCount = 0;
-    for (const seg of this.segments) {
+    for (const s of this.segments) {
+      const seg = s.use();
       let off = SEGMENT_HEADER_SIZE;
       while (off < this.segmentSize) {
         const size = seg.u32[off >>> 2]!;
@@ -311,7 +313,7 @@ export class Allocator {
       let a = this.heads[c]!;
       for (let i = 0; i < FIT_SCAN_LIMIT && a !== 0; i++) {
         const segIdx = Math.floor(a / this.segmentSize);
-        const seg = this.segments[segIdx];
+        const seg = this.segments[segIdx]?.use();
         const off = a - segIdx * this.segmentSize;
         if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); break; }
         if (seg.u32[off >>> 2]! >= size) return this.carve(a, size, seg, off);
@@ -324,7 +326,7 @@ export class Allocator {
       if (c < 0) return 0;
       const a = this.heads[c]!;
       const segIdx = Math.floor(a / this.segmentSize);
-      const seg = this.segments[segIdx];
+      const seg = this.segments[segIdx]?.use();
       const off = a - segIdx * this.segmentSize;
       if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); continue; }
       return this.carve(a, size, seg, off);
@@ -397,7 +399,7 @@ export class Allocator {
   /** Writes a link of the free block at `addr`; a link that leads anywhere but a free block is damage and is not written through. */
   private setLink(addr: number, at: number, value: number): void {
     const segIdx = Math.floor(addr / this.segmentSize);
-    const seg = this.segments[segIdx];
+    const seg = this.segments[segIdx]?.use();
     if (seg === undefined) return;
     const off = addr - segIdx * this.segmentSize;
     if ((off & 7) !== 0 || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - MIN_BLOCK_SIZE || stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) {

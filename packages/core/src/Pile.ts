@@ -483,7 +483,7 @@ export class Pile implements Iterable<PileEntry> {
 
   private *walkEntries(): IterableIterator<PileEntry> {
     for (let s = 0; s < this.segments.length; s++) {
-      const seg = this.segments[s]!;
+      const seg = this.segments[s]!.use();
       let off = SEGMENT_HEADER_SIZE;
       while (off < this.segmentSize) {
         if (this.closed) throw closedError();
@@ -533,7 +533,8 @@ export class Pile implements Iterable<PileEntry> {
     this.open();
     const report: VerifyReport = { ok: true, segmentsChecked: 0, recordsChecked: 0, corrupt: [], freeListErrors: 0, unaccountedBytes: 0, statsErrors: [] };
     const seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
-    for (const seg of this.segments) {
+    for (const s of this.segments) {
+      const seg = s.use();
       const u32 = seg.u32;
       let off = SEGMENT_HEADER_SIZE;
       while (off < this.segmentSize) {
@@ -807,7 +808,7 @@ export class Pile implements Iterable<PileEntry> {
     const off = (ptr - rest * this.offsetDiv) * 8;
     const tag = Math.floor(rest * SEGMENT_INV);
     const seg = this.segments[rest - tag * SEGMENT_DIV];
-    if (seg === undefined || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || tag > this.tagMask || off !== (off & ~7)) return -1;
+    if (seg === undefined || !seg.mapped || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || tag > this.tagMask || off !== (off & ~7)) return -1;
     const h = off >>> 2;
     const u32 = seg.u32;
     const size = u32[h]!;
@@ -996,7 +997,7 @@ export class Pile implements Iterable<PileEntry> {
 
   private release(addr: number): void {
     const segIdx = Math.floor(addr / this.segmentSize);
-    const seg = this.segments[segIdx]!;
+    const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const w = seg.u32[(off >>> 2) + 1]!;
     if (this.recovering) {
@@ -1055,7 +1056,7 @@ export class Pile implements Iterable<PileEntry> {
 
   private seat(addr: number): { seg: Segment; off: number } {
     const segIdx = Math.floor(addr / this.segmentSize);
-    return { seg: this.segments[segIdx]!, off: addr - segIdx * this.segmentSize };
+    return { seg: this.segments[segIdx]!.use(), off: addr - segIdx * this.segmentSize };
   }
 
   private writeJournalHead(seg: Segment, p: number, op: number, kind: number, target: number, body: number, oldBody: number): void {
@@ -1117,6 +1118,7 @@ export class Pile implements Iterable<PileEntry> {
     const segIdx = rest - tag * SEGMENT_DIV;
     let seg = this.segments[segIdx];
     if (seg === undefined && this.readonly) seg = this.mapNewSegments(segIdx);
+    seg?.use();
     if (seg === undefined || tag > this.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);
     }
@@ -1155,7 +1157,7 @@ export class Pile implements Iterable<PileEntry> {
     const target = seg.f64[(off + BLOCK_HEADER_SIZE) >>> 3]!;
     if (!Number.isSafeInteger(target) || target <= 0) return false;
     const segIdx = Math.floor(target / this.segmentSize);
-    const bSeg = this.segments[segIdx];
+    const bSeg = this.segments[segIdx]?.use();
     const bOff = target - segIdx * this.segmentSize;
     if (bSeg === undefined || bOff < SEGMENT_HEADER_SIZE || (bOff & 7) !== 0 || bOff > this.segmentSize - 32) return false;
     const bw = bSeg.u32[(bOff >>> 2) + 1]!;
@@ -1275,7 +1277,7 @@ export class Pile implements Iterable<PileEntry> {
   /** Reads the catalog the current slot names; false when the slot's record is not a valid catalog. */
   private readCatalog(slot: CatalogSlot): boolean {
     const segIdx = Math.floor(slot.addr / this.segmentSize);
-    const seg = this.segments[segIdx];
+    const seg = this.segments[segIdx]?.use();
     const off = slot.addr - segIdx * this.segmentSize;
     if (seg === undefined || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || (off & 7) !== 0) return false;
     const w = seg.u32[(off >>> 2) + 1]!;
@@ -1468,7 +1470,8 @@ export class Pile implements Iterable<PileEntry> {
 
   /** Calls `fn` for each USED block; a damaged block size ends that segment's walk (recorded in `corrupt`). */
   private walkUsed(fn: (seg: Segment, off: number, w: number) => void, progress: () => void, corrupt?: CorruptRecord[]): void {
-    for (const seg of this.segments) {
+    for (const s of this.segments) {
+      const seg = s.use();
       let off = SEGMENT_HEADER_SIZE;
       while (off < this.segmentSize) {
         const size = seg.u32[off >>> 2]!;
@@ -1485,7 +1488,8 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   /** True when no block of the segment is in use or being written. */
-  private segmentIsEmpty(seg: Segment): boolean {
+  private segmentIsEmpty(s: Segment): boolean {
+    const seg = s.use();
     let off = SEGMENT_HEADER_SIZE;
     while (off < this.segmentSize) {
       const size = seg.u32[off >>> 2]!;
@@ -1506,7 +1510,7 @@ export class Pile implements Iterable<PileEntry> {
       while (a !== 0) {
         if (++steps > limit) { errors++; break; }
         const segIdx = Math.floor(a / this.segmentSize);
-        const seg = this.segments[segIdx];
+        const seg = this.segments[segIdx]?.use();
         const off = a - segIdx * this.segmentSize;
         if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) { errors++; break; }
         const size = seg.u32[off >>> 2]!;
@@ -1527,6 +1531,7 @@ export class Pile implements Iterable<PileEntry> {
     this.lock?.release();
     this.lock = undefined;
     // mmap-io unmaps when a mapping's Buffer is collected: drop every reference to them.
+    for (const seg of this.segments) seg.release();
     this.segments.length = 0;
     this.hSeg = this.dSeg = undefined as unknown as Segment;
     this.rawSegment = EMPTY_BUFFER;

@@ -5,6 +5,10 @@ import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockForma
 import { PileError } from './PileError';
 
 const ZERO_CHUNK = 1 << 20;
+const EMPTY = Buffer.alloc(0);
+const EMPTY_U32 = new Uint32Array(0);
+const EMPTY_F64 = new Float64Array(0);
+const EMPTY_VIEW = new DataView(new ArrayBuffer(0));
 
 /** File name of segment `index` inside a pile directory. */
 export function segmentFileName(index: number): string {
@@ -17,24 +21,35 @@ export function segmentFileName(index: number): string {
  * segment, so block offsets index them directly (`u32[off >> 2]`, `f64[off >> 3]`).
  */
 export class Segment {
-  readonly u32: Uint32Array;
-  readonly f64: Float64Array;
-  readonly view: DataView;
+  // Empty until the segment is mapped (see use()): an open maps nothing, so it costs the same
+  // whatever the number of segments, and each mapping is made when something first needs it.
+  buf: Buffer = EMPTY;
+  u32: Uint32Array = EMPTY_U32;
+  f64: Float64Array = EMPTY_F64;
+  view: DataView = EMPTY_VIEW;
+  /** True once the views above cover the segment. */
+  mapped = false;
 
   private constructor(
     readonly index: number,
-    readonly buf: Buffer,
     /** Path of the backing file, undefined in memory. */
     readonly file: string | undefined,
+    private readonly size: number,
+    private readonly readonlyMap: boolean,
+    buf: Buffer | undefined,
   ) {
-    this.u32 = new Uint32Array(buf.buffer, buf.byteOffset, buf.length >>> 2);
-    this.f64 = new Float64Array(buf.buffer, buf.byteOffset, buf.length >>> 3);
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
+    if (buf !== undefined) this.attach(buf);
+  }
+
+  /** This segment, mapped first if it is not yet. @throws PILE_CORRUPT when its file changed since open */
+  use(): this {
+    if (!this.mapped) this.map();
+    return this;
   }
 
   /** A segment in process memory outside the V8 heap (Buffer.alloc of this size is external). */
   static inMemory(index: number, size: number, pileId: number): Segment {
-    const seg = new Segment(index, Buffer.alloc(size), undefined);
+    const seg = new Segment(index, undefined, size, false, Buffer.alloc(size));
     seg.writeHeader(size, pileId);
     return seg;
   }
@@ -61,7 +76,7 @@ export class Segment {
       header.writeUInt32LE(size - SEGMENT_HEADER_SIZE, SEGMENT_HEADER_SIZE);
       fs.writeSync(fd, header, 0, header.length, 0);
       const buf = mmap.map(size, (mmap.PROT_READ | mmap.PROT_WRITE) as 3, mmap.MAP_SHARED, fd, 0);
-      return new Segment(index, buf, file);
+      return new Segment(index, file, size, false, buf);
     } catch (err) {
       try { fs.unlinkSync(file); } catch { /* the file may not exist */ }
       throw new PileError('PILE_OUT_OF_SPACE', `can not create segment file ${file}: ${(err as Error).message}`);
@@ -92,17 +107,53 @@ export class Segment {
       const header = Buffer.alloc(SEGMENT_HEADER_SIZE);
       fs.readSync(fd, header, 0, header.length, 0);
       checkHeader(header, file, index, size, pileId);
-      const prot = readonly ? mmap.PROT_READ : ((mmap.PROT_READ | mmap.PROT_WRITE) as 3);
-      const buf = mmap.map(size, prot, mmap.MAP_SHARED, fd, 0);
-      return new Segment(index, buf, file);
+      return new Segment(index, file, size, readonly, undefined);
     } finally {
       fs.closeSync(fd);
     }
   }
 
-  /** msync: the segment's pages reach the disk before this returns. */
+  /** msync: the segment's pages reach the disk before this returns. An unmapped segment has none to write. */
   sync(): void {
-    if (this.file !== undefined) mmap.sync(this.buf, 0, this.buf.length, true, false);
+    if (this.file !== undefined && this.mapped) mmap.sync(this.buf, 0, this.buf.length, true, false);
+  }
+
+  private map(): void {
+    const file = this.file!;
+    let fd: number;
+    try {
+      fd = fs.openSync(file, this.readonlyMap ? 'r' : 'r+');
+    } catch (err) {
+      throw new PileError('PILE_CORRUPT', `segment file ${file} can not be opened: ${(err as Error).message}`);
+    }
+    try {
+      // Checked again: a file cut short since open must be refused here, not met as SIGBUS.
+      const st = fs.fstatSync(fd);
+      if (st.size !== this.size) {
+        throw new PileError('PILE_CORRUPT', `segment file ${file} is ${st.size} bytes, expected ${this.size} (truncated or damaged)`);
+      }
+      const prot = this.readonlyMap ? mmap.PROT_READ : ((mmap.PROT_READ | mmap.PROT_WRITE) as 3);
+      this.attach(mmap.map(this.size, prot, mmap.MAP_SHARED, fd, 0));
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  private attach(buf: Buffer): void {
+    this.buf = buf;
+    this.u32 = new Uint32Array(buf.buffer, buf.byteOffset, buf.length >>> 2);
+    this.f64 = new Float64Array(buf.buffer, buf.byteOffset, buf.length >>> 3);
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
+    this.mapped = true;
+  }
+
+  /** Drops the views: mmap-io unmaps when the last reference to the mapping is collected. */
+  release(): void {
+    this.buf = EMPTY;
+    this.u32 = EMPTY_U32;
+    this.f64 = EMPTY_F64;
+    this.view = EMPTY_VIEW;
+    this.mapped = false;
   }
 
   private writeHeader(size: number, pileId: number): void {

@@ -332,8 +332,7 @@ export class Pile implements Iterable<PileEntry> {
     const seg = this.dSeg;
     if (kindOf(seg.u32[(this.dOff >>> 2) + 1]!) !== KIND_TYPED) return undefined;
     const id = seg.view.getUint16(this.dOff + BLOCK_HEADER_SIZE, true);
-    if (this.readonly && ![...this.catalog.schemas.values()].some((s) => s.id === id)) this.refreshCatalog();
-    return [...this.catalog.schemas].find(([, s]) => s.id === id)?.[0];
+    return this.storedSchema(id)?.[0];
   }
 
   /**
@@ -869,13 +868,23 @@ export class Pile implements Iterable<PileEntry> {
   private storedCodec(id: number, seg: Segment, off: number): CompiledSchema<unknown> {
     let codec = this.storedCodecs.get(id);
     if (codec === undefined) {
-      if (this.readonly) this.refreshCatalog();
-      const stored = [...this.catalog.schemas.values()].find((s) => s.id === id);
+      const stored = this.storedSchema(id)?.[1];
       if (stored === undefined) throw this.corruptError(seg, off, `typed record of schema id ${id}, which the pile's catalog does not list`);
       codec = compileDescriptor(stored.descriptor) as CompiledSchema<unknown>;
       this.storedCodecs.set(id, codec);
     }
     return codec;
+  }
+
+  /** Name and entry of the schema with this id; a read-only pile first follows the writer's catalog. */
+  private storedSchema(id: number): [string, SchemaEntry] | undefined {
+    const find = (): [string, SchemaEntry] | undefined => [...this.catalog.schemas].find(([, s]) => s.id === id);
+    let hit = find();
+    if (hit === undefined && this.readonly) {
+      this.refreshCatalog();
+      hit = find();
+    }
+    return hit;
   }
 
   private checkTypedId(ptr: PilePointer, id: number): number {
@@ -1238,7 +1247,7 @@ export class Pile implements Iterable<PileEntry> {
         const id = seg.view.getUint16(p, true);
         const c = this.codecs.get(id);
         if (c === undefined) {
-          const name = [...this.catalog.schemas].find(([, s]) => s.id === id)?.[0];
+          const name = this.storedSchema(id)?.[0];
           throw new PileError('PILE_SCHEMA_MISMATCH', name === undefined
             ? `record at segment ${seg.index} offset ${off} uses schema id ${id}, unknown to this pile`
             : `record at segment ${seg.index} offset ${off} is typed by schema '${name}': register it first with pile.schema('${name}', zodSchema)`);

@@ -14,6 +14,7 @@ import { blockChecksum } from './Checksum';
 import { DirectoryLock } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
 import { PileError } from './PileError';
+import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type PointerGeometry, type QuickLocate } from './PointerCheck';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
 import { Segment, segmentFileName } from './Segment';
@@ -21,9 +22,6 @@ import { TypedView, type SchemaOptions } from './TypedView';
 
 const MiB = 1 << 20;
 const GiB = 1 << 30;
-/** Segment index bits of a pointer: up to 16384 segments. */
-const SEGMENT_BITS = 14;
-const SEGMENT_DIV = 2 ** SEGMENT_BITS;
 /** Multiplying by the inverse of a power of two is exact, and much cheaper than dividing. */
 const SEGMENT_INV = 1 / SEGMENT_DIV;
 const MAX_SEGMENTS = SEGMENT_DIV;
@@ -189,6 +187,12 @@ export class Pile implements Iterable<PileEntry> {
   private readonly typedWordMask: number;
   /** typedWordMask without the SEALED flag: rawSeek takes sealed and mutable raw blocks alike. */
   private readonly rawWordMask: number;
+  private readonly geometry: PointerGeometry;
+  /**
+   * The fast path of resolve() for the common case (an unlinked record, no verifyOnRead),
+   * compiled for this pile's geometry: see compileQuickLocate.
+   */
+  private readonly quickLocate: QuickLocate;
   private catalog: Catalog = { roots: new Map(), structures: [], schemas: new Map(), nextSchemaId: 1 };
   private catalogAddr = 0;
   private slot: CatalogSlot = { seq: 0, addr: 0 };
@@ -258,6 +262,8 @@ export class Pile implements Iterable<PileEntry> {
     this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
     this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
+    this.geometry = { segmentSize, offsetDiv: this.offsetDiv, tagMask: this.tagMask };
+    this.quickLocate = verifyOnRead ? () => -1 : compileQuickLocate(this.geometry, this.segments);
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
 
     try {
@@ -771,6 +777,17 @@ export class Pile implements Iterable<PileEntry> {
     return codec.decode(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
   }
 
+  /**
+   * The reader of one field of schema `id` as a function of the pointer, compiled for this
+   * pile (see compileFieldAccess); TypedView.field calls it.
+   * @internal
+   */
+  typedFieldAccess(id: number, name: string, read: FieldReader): (ptr: PilePointer) => unknown {
+    const slow = (ptr: number): unknown => this.fieldTyped(ptr as PilePointer, id, read);
+    if (this.verifyOnRead) return slow;
+    return compileFieldAccess(this.geometry, this.segments, TYPED_USED_WORD, this.typedWordMask, id, name, read, slow);
+  }
+
   /** @internal */
   fieldTyped(ptr: PilePointer, id: number, read: FieldReader): unknown {
     const start = this.typedPayload(ptr, id);
@@ -794,27 +811,6 @@ export class Pile implements Iterable<PileEntry> {
     this.open();
     this.resolve(ptr, true);
     return this.checkTypedId(ptr, id);
-  }
-
-  /**
-   * The fast path of resolve() for the common case (an unlinked record, no verifyOnRead):
-   * the header offset of the block `ptr` names when its word1 equals `want` plus the pointer's
-   * tag in the bits of `mask`, with hSeg set; -1 when the full resolve() must decide.
-   */
-  private quickLocate(ptr: PilePointer, want: number, mask: number): number {
-    if (!(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || this.verifyOnRead) return -1;
-    const rest = Math.floor(ptr * this.offsetInv);
-    const off = (ptr - rest * this.offsetDiv) * 8;
-    const tag = Math.floor(rest * SEGMENT_INV);
-    const seg = this.segments[rest - tag * SEGMENT_DIV];
-    if (seg === undefined || !seg.mapped || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || tag > this.tagMask || off !== (off & ~7)) return -1;
-    const h = off >>> 2;
-    const u32 = seg.u32;
-    const size = u32[h]!;
-    // Generation bits above the tag are not in the pointer; kind, state and flags must be exact.
-    if ((u32[h + 1]! & mask) !== (tag | want) || u32[h + 2]! > size - BLOCK_HEADER_SIZE || size > this.segmentSize - off) return -1;
-    this.hSeg = seg;
-    return off;
   }
 
   // ------------------------------------------------------------------------- internals

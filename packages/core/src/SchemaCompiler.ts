@@ -1,4 +1,5 @@
 import type { ZodType } from 'zod';
+import { compileCached } from './CodeCache';
 import { PileError } from './PileError';
 import { generateCodec } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
@@ -194,17 +195,10 @@ export function compileDescriptor(descriptor: SchemaDescriptor): CompiledSchema<
 function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
   const { source, constants } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
-  const factory = new Function(
-    'K',
-    'fail',
-    'failValue',
-    'corrupt',
-    'mismatch',
-    'byteLength',
-    'copyU8',
-    'copyBuffer',
+  const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
+    ['K', 'fail', 'failValue', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
     source,
-  ) as (...args: unknown[]) => GeneratedModule;
+  );
   const gen = factory(constants, fail, failValue, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
 
   const readers = new Map<PropertyKey, Reader>();

@@ -1,4 +1,4 @@
-import type { CompiledSchema, FieldReader } from './SchemaCompiler';
+import type { CompiledSchema } from './SchemaCompiler';
 import type { Pile } from './Pile';
 import type { PilePointer } from './PilePointer';
 
@@ -13,8 +13,10 @@ export interface SchemaOptions {
  * Obtained from {@link Pile.schema}; valid while its pile is open.
  */
 export class TypedView<T> {
+  /** field()'s compiled accessors by key; loops read the same field over and over, so the last one is kept apart. */
+  private readonly access = new Map<PropertyKey, (ptr: PilePointer) => unknown>();
   private lastKey: PropertyKey | undefined;
-  private lastReader: FieldReader | undefined;
+  private lastAccess: ((ptr: PilePointer) => unknown) | undefined;
 
   /** @internal */
   constructor(
@@ -45,17 +47,25 @@ export class TypedView<T> {
   }
 
   /**
-   * Reads one top-level field without decoding the others.
+   * Reads one top-level field without decoding the others, through code compiled for this
+   * field and pile on its first read.
+   * @throws PILE_INVALID_OPTION when `key` is not a field of the schema
    * @throws PILE_SCHEMA_MISMATCH when the record is not of this schema
    * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CORRUPT, PILE_CLOSED
    */
   field<K extends keyof T>(ptr: PilePointer, key: K): T[K] {
-    // Loops read the same field over and over: remember the last one's reader.
-    if (key !== this.lastKey) {
-      this.lastReader = this.codec.reader(key);
-      this.lastKey = key;
+    if (key !== this.lastKey) this.selectField(key);
+    return this.lastAccess!(ptr) as T[K];
+  }
+
+  private selectField(key: PropertyKey): void {
+    let access = this.access.get(key);
+    if (access === undefined) {
+      access = this.pile.typedFieldAccess(this.id, String(key), this.codec.reader(key));
+      this.access.set(key, access);
     }
-    return this.pile.fieldTyped(ptr, this.id, this.lastReader!) as T[K];
+    this.lastAccess = access;
+    this.lastKey = key;
   }
 
   /**

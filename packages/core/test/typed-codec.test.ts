@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { z } from 'zod';
 import { PileError } from '../src/PileError';
 import { type CompiledSchema, type SchemaDescriptor, compileSchema, isCompatibleEvolution, schemaFingerprint } from '../src/SchemaCompiler';
+import { expectPileError } from './fixtures/expect-error';
 
 const SENTINEL = 0xee;
 
@@ -30,20 +31,6 @@ function read<T>(codec: CompiledSchema<T>, w: Written): T {
 
 function roundTrip<T>(codec: CompiledSchema<T>, value: T): T {
   return read(codec, write(codec, value));
-}
-
-/** Runs `fn`, expecting a PileError with `code` whose message contains `text`. */
-function expectPileError(fn: () => unknown, code: string, text?: string): PileError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).to.be.instanceOf(PileError);
-    const e = err as PileError;
-    expect(e.code).to.equal(code);
-    if (text !== undefined) expect(e.message).to.contain(text);
-    return e;
-  }
-  throw new Error(`expected ${code}`);
 }
 
 /** measure() must refuse before anything reaches the buffer. */

@@ -1,0 +1,85 @@
+import { BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, TYPED_PREFIX } from './BlockFormat';
+import { compileCached } from './CodeCache';
+import type { FieldReader } from './SchemaCompiler';
+import type { Segment } from './Segment';
+
+/** Segment index bits of a pointer: up to 16384 segments. */
+export const SEGMENT_BITS = 14;
+export const SEGMENT_DIV = 2 ** SEGMENT_BITS;
+
+/** The constants a pile's pointers are decoded with; fixed for the life of an open pile. */
+export interface PointerGeometry {
+  readonly segmentSize: number;
+  /** 2^(offset bits): the offset/8 part of a pointer is `ptr mod offsetDiv`. */
+  readonly offsetDiv: number;
+  readonly tagMask: number;
+}
+
+/**
+ * Source of the pile's fast pointer check, compiled with the geometry as literals (the
+ * hot read paths then load no pile fields to decode a pointer). The statements read `ptr`,
+ * `segments`, `want` and `mask`, and either run `miss` or leave `seg`, `off` (header offset),
+ * `h` (its u32 index), `u32` and `len` (payload length) for a block that is live, unlinked,
+ * whose word1 equals `want` plus the pointer's tag in the bits of `mask`, and whose size
+ * and length fit the segment. Anything else (a stale, foreign or linked pointer, a segment not
+ * mapped yet, a closed pile) takes `miss`, where the full check decides and names the error.
+ *
+ * The multiplications by inverses of powers of two are exact, and much cheaper than
+ * dividing or taking a float modulo.
+ */
+function checkSource(g: PointerGeometry, want: string, mask: string, miss: string): string {
+  return `
+if (!(ptr > 0 && ptr <= ${Number.MAX_SAFE_INTEGER})) ${miss}
+const rest = Math.floor(ptr * ${1 / g.offsetDiv});
+const off = (ptr - rest * ${g.offsetDiv}) * 8;
+const tag = Math.floor(rest * ${1 / SEGMENT_DIV});
+const seg = segments[rest - tag * ${SEGMENT_DIV}];
+if (seg === undefined || !seg.mapped || off < ${SEGMENT_HEADER_SIZE} || off > ${g.segmentSize - MIN_BLOCK_SIZE} || tag > ${g.tagMask} || off !== (off & ~7)) ${miss}
+const h = off >>> 2;
+const u32 = seg.u32;
+const size = u32[h];
+const len = u32[h + 2];
+// Generation bits above the tag are not in the pointer; kind, state and flags must be exact.
+if ((u32[h + 1] & ${mask}) !== (tag | ${want}) || len > size - ${BLOCK_HEADER_SIZE} || size > ${g.segmentSize} - off) ${miss}
+`;
+}
+
+/**
+ * The header offset of the block `ptr` names when it passes the fast check (see checkSource),
+ * with `this.hSeg` set to its segment; -1 when the full check must decide. Called as a method
+ * of the pile.
+ */
+export type QuickLocate = (ptr: number, want: number, mask: number) => number;
+
+export function compileQuickLocate(g: PointerGeometry, segments: readonly Segment[]): QuickLocate {
+  const source = `return function quickLocate(ptr, want, mask) {${checkSource(g, 'want', 'mask', 'return -1;')}this.hSeg = seg;
+return off;
+};`;
+  return compileCached<(s: readonly Segment[]) => QuickLocate>(['segments'], source)(segments);
+}
+
+/**
+ * `view.field(ptr, key)` of one schema and field, compiled for one pile: the pointer check,
+ * the schema id check and the field's reader in one function, so a field read costs little
+ * more than the memory it touches. Whatever the fast check does not settle goes to `slow`,
+ * the general path, which throws the precise error.
+ */
+export function compileFieldAccess(
+  g: PointerGeometry,
+  segments: readonly Segment[],
+  typedWord: number,
+  typedMask: number,
+  schemaId: number,
+  fieldName: string,
+  read: FieldReader,
+  slow: (ptr: number) => unknown,
+): (ptr: number) => unknown {
+  // The field's name makes the code of each field its own, so each call of `read` stays monomorphic.
+  const source = `const FIELD = ${JSON.stringify(fieldName)};
+return function field(ptr) {${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);')}
+if ((u32[h + 4] & 0xffff) !== ${schemaId}) return slow(ptr);
+return read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX});
+};`;
+  type Factory = (s: readonly Segment[], r: FieldReader, f: (ptr: number) => unknown) => (ptr: number) => unknown;
+  return compileCached<Factory>(['segments', 'read', 'slow'], source)(segments, read, slow);
+}

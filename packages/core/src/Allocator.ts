@@ -133,6 +133,40 @@ export class Allocator {
     this.freeBytes += size;
   }
 
+  /**
+   * Shortens the RESERVED block at `addr`, `size` bytes long, to its first `keep` bytes and
+   * frees the rest: for a put that allocated for an upper bound of its length. A rest too small
+   * to be a block stays in the block as slack.
+   */
+  trim(addr: number, size: number, keep: number): void {
+    const cut = size - keep;
+    const segIdx = Math.floor(addr / this.segmentSize);
+    const u32 = this.segments[segIdx]!.use().u32;
+    const h = (addr - segIdx * this.segmentSize) >>> 2;
+    const r = h + (keep >>> 2);
+    if (addr + size === this.tailAddr) {
+      if (cut === 0) return;
+      // Cut from the front of the tail: the tail moves back. Its new header first, while the block
+      // still covers it; a crash before the block shrinks leaves the old tail header where it ends.
+      u32[r + 1] = word1(this.tailGen, KIND_FREE, STATE_FREE, 0);
+      u32[r] = this.tailEnd - (addr + keep);
+      u32[h] = keep;
+      this.tailAddr = addr + keep;
+      this.allocatedBytes -= cut;
+      this.freeBytes += cut;
+      return;
+    }
+    if (cut < MIN_BLOCK_SIZE) return;
+    // The rest becomes a RESERVED block of the block's generation before the block shrinks, so a
+    // crash between the two leaves a walkable segment and recovery frees it like any unfinished put.
+    u32[r + 1] = word1(genOf(u32[h + 1]!), KIND_FREE, STATE_RESERVED, 0);
+    u32[r] = cut;
+    u32[h] = keep;
+    this.free(addr + keep);
+    // Not freed space but space never used: it must not bring the next merge walk closer.
+    this.freedSinceWalk -= cut;
+  }
+
   /** Makes the whole of a fresh segment the tail; the old tail's rest joins the free lists. */
   addFreeSegment(seg: Segment): void {
     this.retireTail();

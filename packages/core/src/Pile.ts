@@ -32,6 +32,8 @@ const EMPTY_BUFFER = Buffer.alloc(0);
 const TYPED_USED_WORD = word1(0, KIND_TYPED, STATE_USED, 0);
 /** word1 of a committed raw block (sealed or not), generation bits zero. */
 const RAW_USED_WORD = word1(0, KIND_RAW, STATE_USED, 0);
+/** Typed records whose length bound is above this are measured exactly before allocation. */
+const TYPED_BOUND_LIMIT = 4096;
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
 /** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
@@ -750,15 +752,22 @@ export class Pile implements Iterable<PileEntry> {
   /** @internal */
   putTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): PilePointer {
     this.writable();
-    // store() and writePayload() inlined by hand: this is the hottest write path.
-    const len = TYPED_PREFIX + codec.measure(value);
-    const addr = this.alloc.alloc(blockSizeFor(len));
+    // store() and writePayload() inlined by hand: this is the hottest write path. A small record
+    // is allocated for an upper bound of its length and trimmed after encoding, which spares the
+    // UTF-8 length scan of its strings (a native call each); a large one is measured exactly, so
+    // that a bound up to 3x its size never refuses a record that fits.
+    let len = TYPED_PREFIX + codec.measureBound(value);
+    if (len > TYPED_BOUND_LIMIT) len = TYPED_PREFIX + codec.measure(value);
+    const size = blockSizeFor(len);
+    const addr = this.alloc.alloc(size);
     const segIdx = Math.floor(addr / this.segmentSize);
     const seg = this.segments[segIdx]!;
     const off = addr - segIdx * this.segmentSize;
-    seg.view.setUint16(off + BLOCK_HEADER_SIZE, id, true);
-    codec.encode(value, seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX);
-    return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, len));
+    const start = off + BLOCK_HEADER_SIZE;
+    seg.view.setUint16(start, id, true);
+    const length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX) - start;
+    if (length < len) this.alloc.trim(addr, size, blockSizeFor(length));
+    return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, length));
   }
 
   /** @internal */

@@ -130,8 +130,11 @@ class Generator {
     return `K${this.constants.length - 1}`;
   }
 
-  /** Statements that type-check `x` and add its variable-section bytes to `s`. */
-  measure(node: LayoutNode, x: string, path: Path): string {
+  /**
+   * Statements that type-check `x` and add its variable-section bytes to `s`; with `bound`, an
+   * upper bound of them that skips the UTF-8 length scan of strings (3 bytes per UTF-16 unit).
+   */
+  measure(node: LayoutNode, x: string, path: Path, bound = false): string {
     const P = renderPath(path);
     switch (node.kind) {
       case 'float64':
@@ -152,7 +155,7 @@ class Generator {
       case 'boolean':
         return `if (typeof ${x} !== "boolean") fail(${P}, "boolean", ${x});\n`;
       case 'string':
-        return `if (typeof ${x} !== "string") fail(${P}, "string", ${x});\ns += byteLength(${x});\n`;
+        return `if (typeof ${x} !== "string") fail(${P}, "string", ${x});\ns += ${bound ? `${x}.length * 3` : `byteLength(${x})`};\n`;
       case 'date':
         return `if (!(${x} instanceof Date)) fail(${P}, "Date", ${x});\n`;
       case 'bytes': {
@@ -172,7 +175,7 @@ class Generator {
         return (
           `if (${x} === undefined) { ${node.optional ? '' : `fail(${P}, ${expected}, ${x});`} }\n` +
           `else if (${x} === null) { ${node.nullable ? '' : `fail(${P}, ${expected}, ${x});`} }\n` +
-          `else {\n${this.measure(node.of, x, path)}}\n`
+          `else {\n${this.measure(node.of, x, path, bound)}}\n`
         );
       }
       case 'array': {
@@ -184,14 +187,14 @@ class Generator {
           `if (!Array.isArray(${x})) fail(${P}, "array", ${x});\n` +
           `const ${n} = ${x}.length;\n` +
           (stride > 0 ? `s += ${n} * ${stride};\n` : '') +
-          `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${e} = ${x}[${i}];\n${this.measure(node.of, e, indexPath(path, i))}}\n`
+          `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${e} = ${x}[${i}];\n${this.measure(node.of, e, indexPath(path, i), bound)}}\n`
         );
       }
       case 'object': {
         let code = `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
         for (const f of node.fields) {
           const fv = this.id('f');
-          code += `const ${fv} = ${x}[${JSON.stringify(f.name)}];\n${this.measure(f.type, fv, childPath(path, f.name))}`;
+          code += `const ${fv} = ${x}[${JSON.stringify(f.name)}];\n${this.measure(f.type, fv, childPath(path, f.name), bound)}`;
         }
         return code;
       }
@@ -402,7 +405,7 @@ export const HEADER_SIZE = 2;
 
 /**
  * Generates the codec module source. The module receives the helpers as parameters and returns
- * `{ measure, encode, decode, readers }` where readers[i] reads top-level field i alone.
+ * `{ measure, measureBound, encode, decode, readers }` where readers[i] reads top-level field i alone.
  */
 export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   const g = new Generator();
@@ -416,6 +419,7 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
 
   // measure: the top-level object check is shared with nested objects.
   const measureBody = g.measure(root, 'x', []);
+  const boundBody = g.measure(root, 'x', [], true);
   const encodeBody = g.encode(root, 'x', rootPos);
 
   const fast: string[] = [];
@@ -451,6 +455,10 @@ function measure(x) {
 let s = ${total};
 ${measureBody}return s;
 }
+function measureBound(x) {
+let s = ${total};
+${boundBody}return s;
+}
 function encode(x, buf, view, o) {
 view.setUint16(o, ${m}, true);
 let v = o + ${total};
@@ -470,7 +478,7 @@ const end = o + length;
 ${fast.join('\n')}
 return ${fastExpr};
 }
-return { measure, encode, decode, readers: [${readers.join(',\n')}] };
+return { measure, measureBound, encode, decode, readers: [${readers.join(',\n')}] };
 `;
   return { source, constants: g.constants };
 }

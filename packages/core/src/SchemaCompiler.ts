@@ -46,6 +46,13 @@ export interface CompiledSchema<T> {
    */
   measure(value: T): number;
   /**
+   * {@link measure}'s checks, returning an upper bound of the bytes {@link encode} writes instead of
+   * the exact count: strings count 3 bytes per UTF-16 unit, which spares the UTF-8 length scan.
+   * For writers that can give back what they did not use (the pile trims the block after encode).
+   * @throws PileError PILE_SCHEMA_VIOLATION as {@link measure}.
+   */
+  measureBound(value: T): number;
+  /**
    * Writes `value` at `buf[offset..]` and returns the end offset. Call only after {@link measure} succeeded
    * for the same, unmodified value: it does not re-check types, and writes exactly `measure(value)` bytes.
    * `view` must be a DataView over the same memory as `buf` (`view.byteOffset === buf.byteOffset`).
@@ -86,6 +93,7 @@ export type FieldReader = (buf: Buffer, view: DataView, offset: number, length: 
 type Reader = FieldReader;
 interface GeneratedModule {
   measure(value: unknown): number;
+  measureBound(value: unknown): number;
   encode(value: unknown, buf: Buffer, view: DataView, offset: number): number;
   decode(buf: Buffer, view: DataView, offset: number, length: number): unknown;
   readers: Reader[];
@@ -207,24 +215,24 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
     if (r !== undefined) readers.set(f.name, r);
   });
 
-  const rawMeasure = gen.measure;
-  const measure =
-    validateWith !== undefined
-      ? (value: T): number => {
+  const validated = (raw: (value: unknown) => number): ((value: T) => number) =>
+    validateWith === undefined
+      ? raw
+      : (value: T): number => {
           const result = validateWith.safeParse(value);
           if (!result.success) {
             const issue = result.error.issues[0];
             const where = formatZodPath(issue?.path ?? []);
             throw new PileError('PILE_SCHEMA_VIOLATION', `${where}: ${issue?.message ?? 'invalid value'}`);
           }
-          return rawMeasure(value);
-        }
-      : (rawMeasure as (value: T) => number);
+          return raw(value);
+        };
 
   return {
     descriptor,
     fingerprint: schemaFingerprint(descriptor),
-    measure,
+    measure: validated(gen.measure),
+    measureBound: validated(gen.measureBound),
     encode: gen.encode as CompiledSchema<T>['encode'],
     decode: gen.decode as CompiledSchema<T>['decode'],
     field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K] {

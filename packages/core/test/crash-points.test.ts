@@ -121,6 +121,23 @@ describe('crash at each point of the write path', function () {
     });
   });
 
+  // A typed put allocates for a bound of its length and gives the rest back after encoding.
+  const trimPoints: [string, string][] = [
+    ['typed-before-trim', 'before its block is trimmed'],
+    ['typed-trim-before-free', 'while its block is trimmed, before the rest is freed'],
+    ['typed-after-trim', 'after its block was trimmed, before its commit'],
+  ];
+  for (const [point, when] of trimPoints) {
+    it(`a typed put killed ${when} leaves no record`, () => {
+      crashAt(dir, point);
+      reopen((pile) => {
+        expectIntact(pile, built);
+        expect(pile.stats.objectCount).to.equal(built.records.length + (point === 'typed-trim-before-free' ? 1 : 0));
+        expect([...pile.entries()].filter((e) => e.kind === 'typed')).to.deep.equal([]);
+      });
+    });
+  }
+
   it('a setRoot killed before the catalog slot is written keeps the old root', () => {
     crashAt(dir, 'catalog-before-slot');
     const r = reopen((pile) => expect(pile.getRoot('first')).to.equal(first()));

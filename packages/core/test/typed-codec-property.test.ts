@@ -48,11 +48,12 @@ const value: fc.Arbitrary<Value> = fc.record(
 describe('typed codec (property)', () => {
   const codec = compileSchema(schema);
 
-  it('round-trips random values at random aligned offsets, writing exactly measure() bytes', () => {
+  it('round-trips random values at random aligned offsets, writing exactly measure() bytes, at most measureBound()', () => {
     fc.assert(
       fc.property(value, fc.nat({ max: 512 }), (v, slot) => {
         const offset = slot * 8;
         const length = codec.measure(v);
+        expect(codec.measureBound(v)).to.be.at.least(length);
         const buf = Buffer.alloc(offset + length + 8, 0xee);
         const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
         const end = codec.encode(v, buf, view, offset);

@@ -46,6 +46,9 @@ function expectViolation<T>(codec: CompiledSchema<T>, value: unknown, text: stri
     text,
   );
   expect(buf.every((b) => b === SENTINEL)).to.equal(true);
+  // The pile's put checks through measureBound: it must refuse the same values, with the same message.
+  const viaBound = expectPileError(() => codec.measureBound(value as T), 'PILE_SCHEMA_VIOLATION', text);
+  expect(viaBound.message).to.equal(expectPileError(() => codec.measure(value as T), 'PILE_SCHEMA_VIOLATION').message);
 }
 
 /** Checks every value round-trips alone in a one-field record, and field() agrees with decode(). */

@@ -14,9 +14,10 @@ import { blockChecksum } from './Checksum';
 import { DirectoryLock } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
 import { PileError } from './PileError';
-import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type PointerGeometry, type QuickLocate } from './PointerCheck';
+import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
+import type { InlineRead } from './SchemaCodegen';
 import { Segment, segmentFileName } from './Segment';
 import { TypedView, type SchemaOptions } from './TypedView';
 
@@ -34,6 +35,17 @@ const TYPED_USED_WORD = word1(0, KIND_TYPED, STATE_USED, 0);
 const RAW_USED_WORD = word1(0, KIND_RAW, STATE_USED, 0);
 /** Typed records whose length bound is above this are measured exactly before allocation. */
 const TYPED_BOUND_LIMIT = 4096;
+/** view.field() of a pile with verifyOnRead: every read takes the general path, which checks the checksum. */
+const checkedFieldAccess: FieldAccessCode = (ptr, _segments, _read, slow) => slow(ptr);
+
+/** @internal What TypedView.field calls: shared code, and the pile, reader and general path it is called with. */
+export interface FieldAccess {
+  readonly code: FieldAccessCode;
+  readonly segments: readonly Segment[];
+  readonly read: FieldReader;
+  readonly slow: (ptr: number) => unknown;
+}
+
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
 /** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
@@ -265,7 +277,7 @@ export class Pile implements Iterable<PileEntry> {
     this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
     this.geometry = { segmentSize, offsetDiv: this.offsetDiv, tagMask: this.tagMask };
-    this.quickLocate = verifyOnRead ? () => -1 : compileQuickLocate(this.geometry, this.segments);
+    this.quickLocate = verifyOnRead ? () => -1 : compileQuickLocate(this.geometry);
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
 
     try {
@@ -787,14 +799,14 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   /**
-   * The reader of one field of schema `id` as a function of the pointer, compiled for this
-   * pile (see compileFieldAccess); TypedView.field calls it.
+   * view.field()'s code for one field of schema `id` in this pile, and what it is called with
+   * (see compileFieldAccess).
    * @internal
    */
-  typedFieldAccess(id: number, name: string, read: FieldReader): (ptr: PilePointer) => unknown {
+  typedFieldAccess(id: number, name: string, read: FieldReader, inline: InlineRead | undefined): FieldAccess {
     const slow = (ptr: number): unknown => this.fieldTyped(ptr as PilePointer, id, read);
-    if (this.verifyOnRead) return slow;
-    return compileFieldAccess(this.geometry, this.segments, TYPED_USED_WORD, this.typedWordMask, id, name, read, slow);
+    const code = this.verifyOnRead ? checkedFieldAccess : compileFieldAccess(this.geometry, TYPED_USED_WORD, this.typedWordMask, id, name, inline);
+    return { code, segments: this.segments, read, slow };
   }
 
   /** @internal */

@@ -1,5 +1,6 @@
 import { BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, TYPED_PREFIX } from './BlockFormat';
 import { compileCached } from './CodeCache';
+import type { InlineRead } from './SchemaCodegen';
 import type { FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
 
@@ -47,39 +48,52 @@ if ((u32[h + 1] & ${mask}) !== (tag | ${want}) || len > size - ${BLOCK_HEADER_SI
 /**
  * The header offset of the block `ptr` names when it passes the fast check (see checkSource),
  * with `this.hSeg` set to its segment; -1 when the full check must decide. Called as a method
- * of the pile.
+ * of the pile, whose `segments` it reads: one function serves every pile of the same geometry,
+ * so the call sites that use it stay monomorphic however many piles a process opens.
  */
 export type QuickLocate = (ptr: number, want: number, mask: number) => number;
 
-export function compileQuickLocate(g: PointerGeometry, segments: readonly Segment[]): QuickLocate {
-  const source = `return function quickLocate(ptr, want, mask) {${checkSource(g, 'want', 'mask', 'return -1;')}this.hSeg = seg;
-return off;
-};`;
-  return compileCached<(s: readonly Segment[]) => QuickLocate>(['segments'], source)(segments);
+export function compileQuickLocate(g: PointerGeometry): QuickLocate {
+  const source = `const segments = this.segments;${checkSource(g, 'want', 'mask', 'return -1;')}this.hSeg = seg;
+return off;`;
+  return compileCached<QuickLocate>(['ptr', 'want', 'mask'], source);
 }
 
+/** What {@link compileFieldAccess} compiles: called with the pile's segments, the field's reader and the general path. */
+export type FieldAccessCode = (ptr: number, segments: readonly Segment[], read: FieldReader, slow: (ptr: number) => unknown) => unknown;
+
 /**
- * `view.field(ptr, key)` of one schema and field, compiled for one pile: the pointer check,
- * the schema id check and the field's reader in one function, so a field read costs little
- * more than the memory it touches. Whatever the fast check does not settle goes to `slow`,
- * the general path, which throws the precise error.
+ * `view.field(ptr, key)` of one schema and field for one pile geometry: the pointer check, the
+ * schema id check and the field's read in one function, so a field read costs little more than
+ * the memory it touches. Whatever the fast check does not settle goes to `slow`, the general
+ * path, which throws the precise error. The function is shared by every view of the same schema
+ * and field in piles of the same geometry (the pile comes in as `segments`), so TypedView.field
+ * calls one function and V8 inlines it, whichever pile or view is used.
  */
 export function compileFieldAccess(
   g: PointerGeometry,
-  segments: readonly Segment[],
   typedWord: number,
   typedMask: number,
   schemaId: number,
   fieldName: string,
-  read: FieldReader,
-  slow: (ptr: number) => unknown,
-): (ptr: number) => unknown {
+  inline: InlineRead | undefined,
+): FieldAccessCode {
+  // A scalar field of a record with all the schema's fields is read in place: the schema id and
+  // the record's field count are one u32 after the header, so one comparison checks both.
+  const direct =
+    inline === undefined
+      ? ''
+      : `if (u32[h + 4] === ${((inline.fieldCount << 16) | schemaId) >>> 0} && len >= ${TYPED_PREFIX + inline.minLength}) {
+const o = off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX};
+const view = seg.view;
+const buf = seg.buf;
+${inline.source}
+}
+`;
   // The field's name makes the code of each field its own, so each call of `read` stays monomorphic.
   const source = `const FIELD = ${JSON.stringify(fieldName)};
-return function field(ptr) {${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);')}
-if ((u32[h + 4] & 0xffff) !== ${schemaId}) return slow(ptr);
-return read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX});
-};`;
-  type Factory = (s: readonly Segment[], r: FieldReader, f: (ptr: number) => unknown) => (ptr: number) => unknown;
-  return compileCached<Factory>(['segments', 'read', 'slow'], source)(segments, read, slow);
+${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);')}
+${direct}if ((u32[h + 4] & 0xffff) !== ${schemaId}) return slow(ptr);
+return read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX});`;
+  return compileCached<FieldAccessCode>(['ptr', 'segments', 'read', 'slow'], source);
 }

@@ -24,7 +24,24 @@ import { fixedSize, type LayoutField, type LayoutNode, type LiteralValue } from 
 export interface GeneratedCodec {
   readonly source: string;
   readonly constants: unknown[];
+  /** Per top-level field, its read as inlinable source when it is a fixed-slot scalar. */
+  readonly inline: readonly (InlineRead | undefined)[];
 }
+
+/**
+ * The read of a fixed-slot scalar field (number, integer, bigint, boolean, Date) as source that
+ * another generated function can inline: statements ending in `return`, reading `view` and `buf`
+ * at the record's codec start `o`. Valid only for a record that has all `fieldCount` fields and
+ * at least `minLength` bytes (its whole fixed section); others take the field's reader.
+ */
+export interface InlineRead {
+  readonly source: string;
+  readonly fieldCount: number;
+  readonly minLength: number;
+}
+
+/** Kinds whose decode needs no bounds check, constant or helper: only the fixed slot. */
+const INLINE_KINDS = new Set<LayoutNode['kind']>(['float64', 'date', 'int32', 'int64', 'uint64', 'boolean']);
 
 type PathPart = string | { readonly v: string };
 type Path = readonly PathPart[];
@@ -432,12 +449,18 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
     absent: omittable ? '' : ` else mismatch(o, n, ${JSON.stringify(name)});`,
   }));
   const fixedEndsConst = `[${fixedEnds.join(', ')}]`;
+  const slotOf = (index: number): number => fixedEnds[index] ?? HEADER_SIZE;
+
+  const inline = fields.map((f, index): InlineRead | undefined => {
+    if (!INLINE_KINDS.has(f.type.kind)) return undefined;
+    const body: string[] = [];
+    const expr = new Generator().decode(f.type, { base: 'o', off: slotOf(index) }, body, bytesCtor);
+    return { source: `${body.join('\n')}\nreturn ${expr};`, fieldCount: m, minLength: total };
+  });
 
   const readers = fields.map((f, index) => {
     const body: string[] = [];
-    let off = HEADER_SIZE;
-    for (let k = 0; k < index; k++) off += fixedSize(fields[k]?.type ?? root);
-    const expr = g.decode(f.type, { base: 'o', off }, body, bytesCtor);
+    const expr = g.decode(f.type, { base: 'o', off: slotOf(index) }, body, bytesCtor);
     const absent = isOmittable(f.type) ? 'return undefined;' : `mismatch(o, view.getUint16(o, true), ${JSON.stringify(f.name)});`;
     return (
       `function (buf, view, o, length) {\n` +
@@ -480,5 +503,5 @@ return ${fastExpr};
 }
 return { measure, measureBound, encode, decode, readers: [${readers.join(',\n')}] };
 `;
-  return { source, constants: g.constants };
+  return { source, constants: g.constants, inline };
 }

@@ -1,7 +1,7 @@
 import type { ZodType } from 'zod';
 import { compileCached } from './CodeCache';
 import { PileError } from './PileError';
-import { generateCodec } from './SchemaCodegen';
+import { generateCodec, type InlineRead } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
 
@@ -77,6 +77,11 @@ export interface CompiledSchema<T> {
    * @throws PileError PILE_INVALID_OPTION when `key` is not a field of the schema.
    */
   reader(key: PropertyKey): FieldReader;
+  /**
+   * The read of `key` as inlinable source when it is a fixed-slot scalar (see {@link InlineRead}),
+   * for code generated around the codec (the pile's compiled field access); undefined otherwise.
+   */
+  inlineRead(key: PropertyKey): InlineRead | undefined;
 }
 
 /** Options of {@link compileSchema}. */
@@ -201,7 +206,7 @@ export function compileDescriptor(descriptor: SchemaDescriptor): CompiledSchema<
 
 /** Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure. */
 function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
-  const { source, constants } = generateCodec(fields);
+  const { source, constants, inline } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
     ['K', 'fail', 'failValue', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
@@ -239,6 +244,10 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
       return reader(key)(buf, view, offset, length) as T[K];
     },
     reader,
+    inlineRead: (key) => {
+      const i = fields.findIndex((f) => f.name === key);
+      return i < 0 ? undefined : inline[i];
+    },
   };
   function reader(key: PropertyKey): FieldReader {
     const read = readers.get(key);

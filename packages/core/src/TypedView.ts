@@ -1,5 +1,5 @@
 import type { CompiledSchema } from './SchemaCompiler';
-import type { Pile } from './Pile';
+import type { FieldAccess, Pile } from './Pile';
 import type { PilePointer } from './PilePointer';
 
 /** Options of {@link Pile.schema}. */
@@ -14,9 +14,9 @@ export interface SchemaOptions {
  */
 export class TypedView<T> {
   /** field()'s compiled accessors by key; loops read the same field over and over, so the last one is kept apart. */
-  private readonly access = new Map<PropertyKey, (ptr: PilePointer) => unknown>();
+  private readonly access = new Map<PropertyKey, FieldAccess>();
   private lastKey: PropertyKey | undefined;
-  private lastAccess: ((ptr: PilePointer) => unknown) | undefined;
+  private lastAccess: FieldAccess | undefined;
 
   /** @internal */
   constructor(
@@ -55,13 +55,14 @@ export class TypedView<T> {
    */
   field<K extends keyof T>(ptr: PilePointer, key: K): T[K] {
     if (key !== this.lastKey) this.selectField(key);
-    return this.lastAccess!(ptr) as T[K];
+    const a = this.lastAccess!;
+    return a.code(ptr, a.segments, a.read, a.slow) as T[K];
   }
 
   private selectField(key: PropertyKey): void {
     let access = this.access.get(key);
     if (access === undefined) {
-      access = this.pile.typedFieldAccess(this.id, String(key), this.codec.reader(key));
+      access = this.pile.typedFieldAccess(this.id, String(key), this.codec.reader(key), this.codec.inlineRead(key));
       this.access.set(key, access);
     }
     this.lastAccess = access;

@@ -9,3 +9,4 @@ export type { SchemaOptions } from './TypedView';
 export type { RecordKind } from './BlockFormat';
 export { compileDescriptor, compileSchema, isCompatibleEvolution } from './SchemaCompiler';
 export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';
+export type { InlineRead } from './SchemaCodegen';

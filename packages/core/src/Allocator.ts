@@ -51,13 +51,17 @@ export class Allocator {
   damagedLists = 0;
   /** Bytes freed since the last walk that merged free runs (see alloc). */
   private freedSinceWalk = 0;
+  /** 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
+  private readonly segmentInv: number;
 
   constructor(
     readonly segments: Segment[],
     readonly segmentSize: number,
     /** Adds a segment and returns it, or throws PILE_OUT_OF_SPACE. */
     private readonly grow: () => Segment,
-  ) {}
+  ) {
+    this.segmentInv = 1 / segmentSize;
+  }
 
   /**
    * A block of at least `size` bytes (a multiple of 8, >= MIN_BLOCK_SIZE), in state RESERVED.
@@ -91,7 +95,7 @@ export class Allocator {
 
   /** Frees the block at `addr` (USED or RESERVED) and merges it with free blocks after it. */
   free(addr: number): void {
-    const segIdx = Math.floor(addr / this.segmentSize);
+    const segIdx = Math.floor(addr * this.segmentInv);
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const u32 = seg.u32;
@@ -140,7 +144,7 @@ export class Allocator {
    */
   trim(addr: number, size: number, keep: number): void {
     const cut = size - keep;
-    const segIdx = Math.floor(addr / this.segmentSize);
+    const segIdx = Math.floor(addr * this.segmentInv);
     const u32 = this.segments[segIdx]!.use().u32;
     const h = (addr - segIdx * this.segmentSize) >>> 2;
     const r = h + (keep >>> 2);
@@ -182,7 +186,7 @@ export class Allocator {
 
   private retireTail(): void {
     if (this.tailAddr === 0) return;
-    const segIdx = Math.floor(this.tailAddr / this.segmentSize);
+    const segIdx = Math.floor(this.tailAddr * this.segmentInv);
     const seg = this.segments[segIdx]?.use();
     if (seg !== undefined) this.push(this.tailAddr, this.tailEnd - this.tailAddr, seg, this.tailAddr - segIdx * this.segmentSize);
     this.tailAddr = this.tailEnd = this.tailGen = 0;
@@ -192,7 +196,7 @@ export class Allocator {
   private bump(size: number): number {
     const addr = this.tailAddr;
     if (addr === 0 || this.tailEnd - addr < size) return 0;
-    const segIdx = Math.floor(addr / this.segmentSize);
+    const segIdx = Math.floor(addr * this.segmentInv);
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const u32 = seg.u32;
@@ -346,7 +350,7 @@ export class Allocator {
       // Blocks in a range class may be smaller than asked: first fit among a few.
       let a = this.heads[c]!;
       for (let i = 0; i < FIT_SCAN_LIMIT && a !== 0; i++) {
-        const segIdx = Math.floor(a / this.segmentSize);
+        const segIdx = Math.floor(a * this.segmentInv);
         const seg = this.segments[segIdx]?.use();
         const off = a - segIdx * this.segmentSize;
         if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); break; }
@@ -359,7 +363,7 @@ export class Allocator {
       c = this.nextNonEmpty(c);
       if (c < 0) return 0;
       const a = this.heads[c]!;
-      const segIdx = Math.floor(a / this.segmentSize);
+      const segIdx = Math.floor(a * this.segmentInv);
       const seg = this.segments[segIdx]?.use();
       const off = a - segIdx * this.segmentSize;
       if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); continue; }
@@ -432,7 +436,7 @@ export class Allocator {
 
   /** Writes a link of the free block at `addr`; a link that leads anywhere but a free block is damage and is not written through. */
   private setLink(addr: number, at: number, value: number): void {
-    const segIdx = Math.floor(addr / this.segmentSize);
+    const segIdx = Math.floor(addr * this.segmentInv);
     const seg = this.segments[segIdx]?.use();
     if (seg === undefined) return;
     const off = addr - segIdx * this.segmentSize;

@@ -138,18 +138,20 @@ export class Allocator {
   }
 
   /**
-   * Shortens the RESERVED block at `addr`, `size` bytes long, to its first `keep` bytes and
-   * frees the rest: for a put that allocated for an upper bound of its length. A rest too small
-   * to be a block stays in the block as slack.
+   * Shortens the RESERVED block at `addr` to its first `keep` bytes and frees the rest: for a put
+   * that allocated for an upper bound of its length. The block's size is read from its header,
+   * not taken from the request: alloc() may hand out more than asked (a free block or a tail
+   * whose rest would be too small to stand alone). A rest too small to be a block stays as slack.
    */
-  trim(addr: number, size: number, keep: number): void {
-    const cut = size - keep;
+  trim(addr: number, keep: number): void {
     const segIdx = Math.floor(addr * this.segmentInv);
     const u32 = this.segments[segIdx]!.use().u32;
     const h = (addr - segIdx * this.segmentSize) >>> 2;
+    const size = u32[h]!;
+    const cut = size - keep;
+    if (cut <= 0) return;
     const r = h + (keep >>> 2);
     if (addr + size === this.tailAddr) {
-      if (cut === 0) return;
       // Cut from the front of the tail: the tail moves back. Its new header first, while the block
       // still covers it; a crash before the block shrinks leaves the old tail header where it ends.
       u32[r + 1] = word1(this.tailGen, KIND_FREE, STATE_FREE, 0);

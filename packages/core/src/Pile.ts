@@ -781,7 +781,7 @@ export class Pile implements Iterable<PileEntry> {
     const start = off + BLOCK_HEADER_SIZE;
     seg.view.setUint16(start, id, true);
     const length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX) - start;
-    if (length < len) this.alloc.trim(addr, size, blockSizeFor(length));
+    if (length < len) this.alloc.trim(addr, blockSizeFor(length));
     return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, length));
   }
 

@@ -152,12 +152,17 @@ export class Allocator {
     if (cut <= 0) return;
     const r = h + (keep >>> 2);
     if (addr + size === this.tailAddr) {
-      // Cut from the front of the tail: the tail moves back. Its new header first, while the block
-      // still covers it; a crash before the block shrinks leaves the old tail header where it ends.
-      u32[r + 1] = word1(this.tailGen, KIND_FREE, STATE_FREE, 0);
+      // The block ends where the tail starts: the tail moves back over the rest. Its new header
+      // first, while the block still covers it; a crash before the block shrinks leaves the old tail
+      // header where the block ends. The larger generation of the two, as free() merges: the rest
+      // may have held blocks of the block's generation history, not the tail's.
+      const gen = genOf(u32[h + 1]!);
+      const g = gen > this.tailGen ? gen : this.tailGen;
+      u32[r + 1] = word1(g, KIND_FREE, STATE_FREE, 0);
       u32[r] = this.tailEnd - (addr + keep);
       u32[h] = keep;
       this.tailAddr = addr + keep;
+      this.tailGen = g;
       this.allocatedBytes -= cut;
       this.freeBytes += cut;
       return;

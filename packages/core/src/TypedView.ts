@@ -2,6 +2,9 @@ import type { CompiledSchema } from './SchemaCompiler';
 import type { FieldAccess, Pile } from './Pile';
 import type { PilePointer } from './PilePointer';
 
+/** lastKey before the first field(): a key no caller can pass, so even `undefined` is looked up (and refused). */
+const NO_KEY: unique symbol = Symbol('no field read yet');
+
 /** Options of {@link Pile.schema}. */
 export interface SchemaOptions {
   /** Also run the zod schema's refinements (min, max, regex, refine ...) on every put and set. */
@@ -15,7 +18,7 @@ export interface SchemaOptions {
 export class TypedView<T> {
   /** field()'s compiled accessors by key; loops read the same field over and over, so the last one is kept apart. */
   private readonly access = new Map<PropertyKey, FieldAccess>();
-  private lastKey: PropertyKey | undefined;
+  private lastKey: PropertyKey | undefined = NO_KEY;
   private lastAccess: FieldAccess | undefined;
 
   /** @internal */

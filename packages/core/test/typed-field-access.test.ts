@@ -158,6 +158,9 @@ describe('typed field access: view.field() compiled per pile', () => {
     const pile = open('a');
     const view = pile.schema('item', Item);
     const ptr = view.put(item(1));
+    const fresh = pile.schema('item', Item);
+    // The first read of a view, with a key that is no key at all.
+    expectPileError(() => fresh.field(ptr, undefined as unknown as 'id'), 'PILE_INVALID_OPTION', '"undefined"');
     expectPileError(() => view.field(ptr, 'nope' as 'id'), 'PILE_INVALID_OPTION', '"nope"');
     expect(view.field(ptr, 'id')).to.equal(1);
     pile.close();

@@ -8,6 +8,8 @@ import type { Segment } from './Segment';
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
 export const NUM_CLASSES = 212;
 const FIT_SCAN_LIMIT = 16;
+/** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
+const POPULATE_CHUNK = 1 << 20;
 
 export function sizeClass(size: number): number {
   if (size <= 1024) return size >>> 3;
@@ -47,6 +49,13 @@ export class Allocator {
   tailAddr = 0;
   tailEnd = 0;
   tailGen = 0;
+  /**
+   * Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address;
+   * the next chunk is asked for once the tail passes populateMark, so the tail keeps one to two
+   * chunks of ready pages before it.
+   */
+  private populatedTo = 0;
+  private populateMark = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
   /** Bytes freed since the last walk that merged free runs (see alloc). */
@@ -91,6 +100,23 @@ export class Allocator {
       if (addr === 0) throw new PileError('PILE_OUT_OF_SPACE', `no block of ${size} bytes after adding segment ${seg.index}`);
     }
     return addr;
+  }
+
+  /**
+   * Where a record of at most `size` block bytes may be encoded in place before its exact size
+   * is known: the start of the tail, when alloc(size) would bump the tail too (no free list can
+   * serve it) and the tail has room; 0 otherwise. Encoding there writes only inside the free
+   * tail, whose header stays as it is until claimTail(), so a crash meanwhile leaves it free.
+   */
+  tailFor(size: number): number {
+    if (this.tailEnd - this.tailAddr < size) return 0;
+    if (this.nonEmptyClasses !== 0 && this.nextNonEmpty(sizeClass(size)) >= 0) return 0;
+    return this.tailAddr;
+  }
+
+  /** Cuts the block of a record encoded at the address tailFor() gave: RESERVED, like alloc(). */
+  claimTail(size: number): number {
+    return this.bump(size);
   }
 
   /** Frees the block at `addr` (USED or RESERVED) and merges it with free blocks after it. */
@@ -188,6 +214,8 @@ export class Allocator {
     this.tailAddr = seg.index * this.segmentSize + off;
     this.tailEnd = (seg.index + 1) * this.segmentSize;
     this.tailGen = 0;
+    // A segment added after compact() released later ones lies below the old marks.
+    this.populatedTo = this.populateMark = 0;
     this.freeBytes += size;
   }
 
@@ -223,7 +251,18 @@ export class Allocator {
     u32[off >>> 2] = used;
     this.freeBytes -= used;
     this.allocatedBytes += used;
+    if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
     return addr;
+  }
+
+  /** Asks for the pages from the block just cut at `addr` to two chunks past the tail (see populatedTo). */
+  private populateAhead(seg: Segment, segIdx: number, addr: number): void {
+    const base = segIdx * this.segmentSize;
+    const from = Math.max(this.populatedTo, addr);
+    const to = Math.min(this.tailEnd, this.tailAddr + 2 * POPULATE_CHUNK);
+    if (to > from) seg.populate(from - base, to - base);
+    this.populatedTo = to;
+    this.populateMark = to - POPULATE_CHUNK;
   }
 
   /**
@@ -238,6 +277,7 @@ export class Allocator {
     this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
     this.objectCount = this.linkCount = this.internalCount = 0;
     this.tailAddr = this.tailEnd = this.tailGen = 0;
+    this.populatedTo = this.populateMark = 0;
     this.freedSinceWalk = 0;
     const segSize = this.segmentSize;
     const last = this.segments.length - 1;
@@ -335,6 +375,7 @@ export class Allocator {
   restore(s: Float64Array): boolean {
     if (s.length !== STAT_FIELDS.length + NUM_CLASSES) return false;
     STAT_FIELDS.forEach((f, i) => { this[f] = s[i]!; });
+    this.populatedTo = this.populateMark = 0;
     this.heads.set(s.subarray(STAT_FIELDS.length));
     this.nonEmpty.fill(0);
     this.nonEmptyClasses = 0;

@@ -768,20 +768,25 @@ export class Pile implements Iterable<PileEntry> {
   putTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): PilePointer {
     this.writable();
     // store() and writePayload() inlined by hand: this is the hottest write path. A small record
-    // is allocated for an upper bound of its length and trimmed after encoding, which spares the
-    // UTF-8 length scan of its strings (a native call each); a large one is measured exactly, so
-    // that a bound up to 3x its size never refuses a record that fits.
+    // is encoded for an upper bound of its length, which spares the UTF-8 length scan of its
+    // strings (a native call each); a large one is measured exactly, so that a bound up to 3x its
+    // size never refuses a record that fits. While the pile grows, the record is encoded at the
+    // start of the tail and its block cut to the exact size after; otherwise the block allocated
+    // for the bound is trimmed.
     let len = TYPED_PREFIX + codec.measureBound(value);
     if (len > TYPED_BOUND_LIMIT) len = TYPED_PREFIX + codec.measure(value);
     const size = blockSizeFor(len);
-    const addr = this.alloc.alloc(size);
+    let addr = this.alloc.tailFor(size);
+    const inTail = addr !== 0;
+    if (!inTail) addr = this.alloc.alloc(size);
     const segIdx = Math.floor(addr * this.segmentInv);
-    const seg = this.segments[segIdx]!;
+    const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const start = off + BLOCK_HEADER_SIZE;
     seg.view.setUint16(start, id, true);
     const length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX) - start;
-    if (length < len) this.alloc.trim(addr, blockSizeFor(length));
+    if (inTail) this.alloc.claimTail(blockSizeFor(length));
+    else if (length < len) this.alloc.trim(addr, blockSizeFor(length));
     return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, length));
   }
 

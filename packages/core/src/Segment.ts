@@ -1,10 +1,18 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { isMainThread } from 'node:worker_threads';
 import mmap from 'mmap-io';
 import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
 import { PileError } from './PileError';
 
 const ZERO_CHUNK = 1 << 20;
+/**
+ * Whether pages can be faulted in ahead of the writer on a libuv worker (MADV_POPULATE_WRITE,
+ * Linux 5.14+, through the function Pile's patch adds to mmap-io). Only on the main thread: a
+ * worker thread that is terminated while such a job runs would close its event loop with a
+ * request still open, which Node treats as fatal.
+ */
+const POPULATE = mmap.populate_supported() && isMainThread;
 const EMPTY = Buffer.alloc(0);
 const EMPTY_U32 = new Uint32Array(0);
 const EMPTY_F64 = new Float64Array(0);
@@ -111,6 +119,16 @@ export class Segment {
     } finally {
       fs.closeSync(fd);
     }
+  }
+
+  /**
+   * Asks a libuv worker to fault in the pages of bytes [from, to) for writing, so that the
+   * writer filling them does not take a page fault per 4 KiB itself (about 1.3 µs each on a VM,
+   * a tenth of a small put). The content never changes; the worker holds the mapping alive until
+   * it is done. Does nothing where the kernel can not (see POPULATE) or before the segment is mapped.
+   */
+  populate(from: number, to: number): void {
+    if (POPULATE && this.mapped && !this.readonlyMap && to > from) mmap.populate_async(this.buf, from, to - from);
   }
 
   /** msync: the segment's pages reach the disk before this returns. An unmapped segment has none to write. */

@@ -4,8 +4,9 @@ import { z } from 'zod';
 import { compileSchema, openPile, type PilePointer } from '../src';
 import { TYPED_PREFIX, blockSizeFor } from '../src/BlockFormat';
 
-// A typed put allocates for an upper bound of its length (strings at 3 bytes per UTF-16 unit)
-// and gives back what encoding did not use: to the tail, or through free() to the free lists.
+// A typed put is encoded for an upper bound of its length (strings at 3 bytes per UTF-16 unit).
+// While the pile grows it is encoded at the start of the tail, which is then cut to the exact
+// size; in a block from a free list, the rest goes back through free() after encoding.
 
 const SEG = 1 << 20;
 const Doc = z.object({ id: z.number().int(), title: z.string(), tags: z.array(z.string()) });
@@ -24,6 +25,29 @@ describe('typed put: allocation for a length bound, then trimmed', () => {
         expected += blockSizeFor(TYPED_PREFIX + pile.sizeOf(ptr));
       }
       expect(pile.stats.allocatedBytes - before).to.equal(expected);
+      expect(pile.verify().ok).to.equal(true);
+    } finally {
+      pile.close();
+    }
+  });
+
+  it('a freed block that can hold the record is reused before the tail is cut', () => {
+    const pile = openPile({ segmentSize: SEG });
+    try {
+      const view = pile.schema('doc', Doc);
+      const first = view.put({ id: 1, title: 'x'.repeat(200), tags: ['a', 'b'] });
+      view.put({ id: 2, title: 'second', tags: [] });
+      const { allocatedBytes, freeBytes } = pile.stats;
+      const firstBlock = blockSizeFor(TYPED_PREFIX + pile.sizeOf(first));
+      pile.delete(first);
+      // Much shorter than the freed record, but its bound (3 bytes per unit) is not.
+      const reused = view.put({ id: 3, title: 'y'.repeat(60), tags: ['c'] });
+      // Entries run in address order: the new record sits where the first one was.
+      expect([...pile.entries()][0]!.pointer).to.equal(reused);
+      const kept = blockSizeFor(TYPED_PREFIX + pile.sizeOf(reused));
+      expect(pile.stats.allocatedBytes).to.equal(allocatedBytes - firstBlock + kept);
+      expect(pile.stats.freeBytes + pile.stats.allocatedBytes).to.equal(freeBytes + allocatedBytes);
+      expect(view.get(reused)).to.deep.equal({ id: 3, title: 'y'.repeat(60), tags: ['c'] });
       expect(pile.verify().ok).to.equal(true);
     } finally {
       pile.close();

@@ -1,0 +1,163 @@
+import { expect } from 'chai';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import mmap from 'mmap-io';
+import { z } from 'zod';
+import { openPile, type Pile } from '../src';
+import { Segment } from '../src/Segment';
+
+// Pages of fresh segment memory are faulted in ahead of the writer on a libuv worker
+// (MADV_POPULATE_WRITE through the function Pile's patch adds to mmap-io).
+
+const CHUNK = 1 << 20;
+// Above glibc's largest mmap threshold, so each buffer is fresh anonymous memory, never reused heap.
+const BIG = 64 << 20;
+const PAGE = 4096;
+
+/** Minor page faults taken by the main thread so far (Linux). */
+function mainThreadFaults(): number {
+  const stat = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
+}
+
+function populate(buf: Buffer, offset: number, length: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    if (!mmap.populate_async(buf, offset, length, resolve)) reject(new Error('populate_async queued nothing'));
+  });
+}
+
+function touchPages(buf: Buffer): void {
+  for (let i = 0; i < buf.length; i += PAGE) buf[i] = 1;
+}
+
+describe('segment pages faulted in ahead of the writer', function () {
+  this.timeout(60_000);
+
+  describe('mmap-io populate_async (patched in)', () => {
+    before(function () {
+      if (!mmap.populate_supported()) this.skip();
+    });
+
+    it('faults the pages in on a worker: the main thread then writes them without faults', async () => {
+      const cold = Buffer.alloc(BIG);
+      let f = mainThreadFaults();
+      touchPages(cold);
+      const coldFaults = mainThreadFaults() - f;
+      // The control: fresh memory written page by page faults about once per page.
+      expect(coldFaults).to.be.greaterThan(BIG / PAGE / 2);
+
+      const warm = Buffer.alloc(BIG);
+      expect(await populate(warm, 0, warm.length)).to.equal(0);
+      f = mainThreadFaults();
+      touchPages(warm);
+      expect(mainThreadFaults() - f).to.be.lessThan(BIG / PAGE / 20);
+    });
+
+    it('never changes a byte, while the main thread writes the same pages', async () => {
+      const buf = Buffer.alloc(BIG);
+      const done = populate(buf, 0, buf.length);
+      for (let i = 0; i < buf.length; i += 61) buf[i] = (i % 251) + 1;
+      expect(await done).to.equal(0);
+      for (let i = 0; i < buf.length; i++) {
+        if (buf[i] !== (i % 61 === 0 ? (i % 251) + 1 : 0)) expect.fail(`byte ${i} is ${buf[i]}`);
+      }
+    });
+
+    it('refuses a range outside the buffer and arguments of the wrong type', () => {
+      const buf = Buffer.alloc(PAGE * 4);
+      expect(() => mmap.populate_async(buf, PAGE, PAGE * 4)).to.throw(RangeError);
+      expect(() => mmap.populate_async(buf, -1, PAGE)).to.throw(RangeError);
+      expect(() => (mmap.populate_async as (...a: unknown[]) => boolean)({}, 0, 1)).to.throw(/populate_async\(\) takes/);
+      // Less than one whole page inside the range: nothing to do, nothing queued.
+      expect(mmap.populate_async(buf, 1, PAGE)).to.equal(false);
+    });
+  });
+
+  describe('the allocator asks for the pages ahead of its tail', () => {
+    const Rec = z.object({ id: z.number().int(), name: z.string(), price: z.number() });
+    let calls: { seg: number; from: number; to: number }[];
+    let original: typeof Segment.prototype.populate;
+    let tmp: string;
+
+    beforeEach(() => {
+      calls = [];
+      original = Segment.prototype.populate;
+      Segment.prototype.populate = function (this: Segment, from: number, to: number): void {
+        calls.push({ seg: this.index, from, to });
+        original.call(this, from, to);
+      };
+      tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-populate-'));
+    });
+    afterEach(() => {
+      Segment.prototype.populate = original;
+      fs.rmSync(tmp, { recursive: true, force: true });
+    });
+
+    /**
+     * After every put that cut the tail, the pages from there to a chunk past the tail (or the
+     * segment's end) were asked for. Puts served by free lists touch no fresh pages.
+     */
+    function fillAndCheck(pile: Pile, segmentSize: number, puts: number): void {
+      const view = pile.schema('rec', Rec);
+      const alloc = (pile as unknown as { alloc: { tailAddr: number; tailEnd: number } }).alloc;
+      const tailAtOpen = alloc.tailAddr;
+      for (let i = 0; i < puts; i++) {
+        const generic = i % 5 === 0;
+        const ptr = generic ? pile.put({ id: i, name: `generic ${i}`, price: i / 4 }) : view.put({ id: i, name: `record ${i}`, price: i / 4 });
+        expect(generic ? pile.get(ptr) : view.get(ptr)).to.deep.equal({ id: i, name: `${generic ? 'generic' : 'record'} ${i}`, price: i / 4 });
+        const tail = alloc.tailAddr;
+        if (tail === 0 || tail === tailAtOpen) continue;
+        const seg = Math.floor(tail / segmentSize);
+        const off = tail - seg * segmentSize;
+        const need = Math.min(segmentSize, off + CHUNK);
+        // The requests for this segment run on from one another, without gaps.
+        let covered = -1;
+        for (const c of calls) {
+          if (c.seg !== seg) continue;
+          if (covered >= 0) expect(c.from, `request ${JSON.stringify(c)} leaves a gap`).to.equal(covered);
+          else expect(c.from).to.be.at.most(off);
+          covered = c.to;
+        }
+        if (covered < need) expect.fail(`after put ${i}: pages asked for up to ${covered} of segment ${seg}, tail at ${off}`);
+      }
+      expect(new Set(calls.map((c) => c.seg)).size, 'the puts fill more than one segment').to.be.greaterThan(1);
+      expect(pile.verify().ok).to.equal(true);
+    }
+
+    it('in memory', () => {
+      const pile = openPile({ segmentSize: 2 * CHUNK });
+      try {
+        fillAndCheck(pile, 2 * CHUNK, 60_000);
+      } finally {
+        pile.close();
+      }
+    });
+
+    it('mapped, and again after a reopen', () => {
+      const dir = path.join(tmp, 'pile');
+      let pile = openPile({ dir, segmentSize: 2 * CHUNK });
+      try {
+        fillAndCheck(pile, 2 * CHUNK, 45_000);
+      } finally {
+        pile.close();
+      }
+      calls = [];
+      pile = openPile({ dir });
+      try {
+        fillAndCheck(pile, 2 * CHUNK, 45_000);
+      } finally {
+        pile.close();
+      }
+      // A read-only open writes nothing and asks for nothing.
+      calls = [];
+      const ro = openPile({ dir, readonly: true });
+      try {
+        expect(ro.stats.objectCount).to.equal(90_000);
+        expect(calls).to.deep.equal([]);
+      } finally {
+        ro.close();
+      }
+    });
+  });
+});

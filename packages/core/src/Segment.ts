@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import mmap from 'mmap-io';
@@ -17,6 +18,26 @@ const EMPTY = Buffer.alloc(0);
 const EMPTY_U32 = new Uint32Array(0);
 const EMPTY_F64 = new Float64Array(0);
 const EMPTY_VIEW = new DataView(new ArrayBuffer(0));
+
+/** errno values of a file system that can not reserve space: the file is then written full. */
+const CANNOT_RESERVE = new Set([osConstants.errno.EOPNOTSUPP, osConstants.errno.ENOSYS, osConstants.errno.EINVAL]);
+
+/**
+ * How a new segment file gets its disk space; an object so that tests can replace a step.
+ * `reserve` is posix_fallocate (through the function Pile's patch adds to mmap-io): the blocks are
+ * allocated, unwritten, in well under a millisecond. `zeroFill` writes the file full of zeros
+ * (60 to 165 ms for 64 MiB on this machine), for file systems that can not reserve.
+ */
+export const segmentFiles = {
+  /** 0, or the errno of the failure. */
+  reserve(fd: number, size: number): number {
+    return mmap.reserve(fd, size);
+  },
+  zeroFill(fd: number, size: number): void {
+    const zeros = Buffer.alloc(Math.min(ZERO_CHUNK, size));
+    for (let pos = 0; pos < size; pos += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - pos), pos);
+  },
+};
 
 /** File name of segment `index` inside a pile directory. */
 export function segmentFileName(index: number): string {
@@ -63,18 +84,20 @@ export class Segment {
   }
 
   /**
-   * Creates the file of segment `index`, fully written with zeros so that the mapping never
-   * meets a hole it would have to allocate on a page fault (a full disk would then kill the
-   * process with SIGBUS instead of failing here with an error).
-   * @throws PILE_OUT_OF_SPACE when the file can not be written (disk full, permissions)
+   * Creates the file of segment `index` with all its disk blocks allocated (reserved, or else
+   * written with zeros), so that the mapping never meets a hole it would have to allocate on a
+   * page fault (a full disk would then kill the process with SIGBUS instead of failing here with
+   * an error).
+   * @throws PILE_OUT_OF_SPACE when the file can not be made (disk full, permissions)
    */
   static create(dir: string, index: number, size: number, pileId: number): Segment {
     const file = path.join(dir, segmentFileName(index));
     let fd: number | undefined;
     try {
       fd = fs.openSync(file, 'w+');
-      const zeros = Buffer.alloc(Math.min(ZERO_CHUNK, size));
-      for (let pos = 0; pos < size; pos += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - pos), pos);
+      const errno = segmentFiles.reserve(fd, size);
+      if (errno !== 0 && !CANNOT_RESERVE.has(errno)) throw new Error(`reserving ${size} bytes failed: ${osErrorName(errno)}`);
+      if (errno !== 0) segmentFiles.zeroFill(fd, size);
       // The segment header plus the header of one free block over the rest (word1 0 = free,
       // generation 0): a crash after the meta file counts this segment, before the allocator
       // writes to it, leaves a walkable segment rather than a zero block size that recovery
@@ -197,4 +220,9 @@ function checkHeader(b: Buffer, file: string, index: number, size: number, pileI
   if (b.readUInt32LE(8) !== index) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
   if (b.readUInt32LE(12) !== size) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
   if (b.readUInt32LE(16) !== pileId) throw new PileError('PILE_CORRUPT', `segment file ${file} belongs to another pile (id at offset 16)`);
+}
+
+function osErrorName(errno: number): string {
+  const name = Object.entries(osConstants.errno).find(([, n]) => n === errno)?.[0];
+  return name === undefined ? `errno ${errno}` : `${name} (errno ${errno})`;
 }

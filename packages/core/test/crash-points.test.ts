@@ -77,7 +77,18 @@ describe('crash at each point of the write path', function () {
     });
   });
 
-  it('while a new segment file is being written', () => {
+  it('after a new segment file got its disk blocks, before its header is written', () => {
+    const before = fs.readdirSync(pristine).filter((f) => f.startsWith('seg-')).length;
+    const acked = crashAt(dir, 'segment-reserved').filter((m) => m.ptr !== undefined);
+    expect(fs.statSync(segFile(dir, before)).size).to.equal(1 << 20);
+    reopen((pile) => {
+      expect(pile.stats.segmentCount).to.equal(before);
+      expectIntact(pile, built);
+      for (const m of acked) expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
+    });
+  });
+
+  it('while a new segment file is being written full (a file system that can not reserve space)', () => {
     const before = fs.readdirSync(pristine).filter((f) => f.startsWith('seg-')).length;
     const acked = crashAt(dir, 'segment-half-written').filter((m) => m.ptr !== undefined);
     expect(fs.statSync(segFile(dir, before)).size).to.be.lessThan(1 << 20);

@@ -4,6 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile } from '../src/Pile';
 import { PileError, type PileErrorCode } from '../src/PileError';
+import { segmentFiles } from '../src/Segment';
 
 const MiB = 1 << 20;
 /** Largest payload one segment holds: the segment minus its 64-byte header and one 16-byte block header. */
@@ -77,6 +78,8 @@ describe('segments', () => {
     };
 
     it('never touches the file system', () => {
+      // A first run outside the watch: msgpackr, loaded on first use, reads its own files to load.
+      workload({})();
       expect(fsCalls(workload({}))).to.deep.equal([]);
       // The same workload on a mapped pile is seen doing file work: the watch is effective.
       expect(fsCalls(workload({ dir }))).to.include.members(['openSync', 'writeSync', 'fsyncSync']);
@@ -119,13 +122,65 @@ describe('segments', () => {
       pile.close();
     });
 
-    it('a file created for a segment is fully written (no sparse holes to fault on later)', () => {
-      const pile = openPile({ dir, segmentSize: MiB });
-      pile.put('x');
-      const file = path.join(dir, fs.readdirSync(dir).find((f) => f.startsWith('seg-'))!);
-      const st = fs.statSync(file);
-      expect(st.blocks * 512).to.be.at.least(MiB);
-      pile.close();
+    describe('a new segment file has all its disk blocks (no sparse holes to fault on later)', () => {
+      const { reserve, zeroFill } = segmentFiles;
+      let reserved: number;
+      let filled: number;
+      beforeEach(() => {
+        reserved = filled = 0;
+        segmentFiles.reserve = (fd, size) => { reserved++; return reserve(fd, size); };
+        segmentFiles.zeroFill = (fd, size) => { filled++; zeroFill(fd, size); };
+      });
+      afterEach(() => {
+        segmentFiles.reserve = reserve;
+        segmentFiles.zeroFill = zeroFill;
+      });
+
+      function fillThreeSegments(): void {
+        const pile = openPile({ dir, segmentSize: MiB });
+        const written = Array.from({ length: 10 }, (_, i) => pile.put(Buffer.alloc(MiB / 4 - 1024, i)));
+        pile.close();
+        for (const f of fs.readdirSync(dir).filter((n) => n.startsWith('seg-'))) {
+          const st = fs.statSync(path.join(dir, f));
+          expect(st.size, f).to.equal(MiB);
+          expect(st.blocks * 512, f).to.be.at.least(MiB);
+        }
+        const again = openPile({ dir, verifyOnRead: true });
+        written.forEach((ptr, i) => expect((again.get(ptr) as Buffer).equals(Buffer.alloc(MiB / 4 - 1024, i))).to.equal(true));
+        expect(again.verify().ok).to.equal(true);
+        again.close();
+      }
+
+      it('reserved with posix_fallocate, not written', () => {
+        fillThreeSegments();
+        expect(reserved).to.equal(3);
+        expect(filled).to.equal(0);
+      });
+
+      it('written full of zeros where the file system can not reserve', () => {
+        segmentFiles.reserve = () => { reserved++; return os.constants.errno.EOPNOTSUPP; };
+        fillThreeSegments();
+        expect(reserved).to.equal(3);
+        expect(filled).to.equal(3);
+      });
+
+      it('a disk that can not hold the file: PILE_OUT_OF_SPACE naming it, no file left, nothing lost', () => {
+        const pile = openPile({ dir, segmentSize: MiB });
+        const kept = pile.put('kept');
+        segmentFiles.reserve = () => os.constants.errno.ENOSPC;
+        const err = pileError(() => pile.put(Buffer.alloc(MAX_PAYLOAD)), 'PILE_OUT_OF_SPACE');
+        expect(err.message).to.contain(path.join(dir, 'seg-000001.pile')).and.contain('ENOSPC');
+        expect(fs.existsSync(path.join(dir, 'seg-000001.pile'))).to.equal(false);
+        expect(pile.get(kept)).to.equal('kept');
+        segmentFiles.reserve = reserve;
+        const big = pile.put(Buffer.alloc(MAX_PAYLOAD, 3));
+        expect(pile.stats.segmentCount).to.equal(2);
+        pile.close();
+        const again = openPile({ dir });
+        expect(again.get(kept)).to.equal('kept');
+        expect((again.get(big) as Buffer).equals(Buffer.alloc(MAX_PAYLOAD, 3))).to.equal(true);
+        again.close();
+      });
     });
   });
 

@@ -114,9 +114,14 @@ export class Allocator {
     return this.tailAddr;
   }
 
-  /** Cuts the block of a record encoded at the address tailFor() gave: RESERVED, like alloc(). */
-  claimTail(size: number): number {
-    return this.bump(size);
+  /**
+   * Cuts the block of a record encoded at the start of the tail, which tailFor() gave: `seg`,
+   * `segIdx` and `off` name that address. The block is RESERVED, like alloc()'s; returns its
+   * generation.
+   */
+  claimTail(seg: Segment, segIdx: number, off: number, size: number): number {
+    this.cut(seg, segIdx, off, size);
+    return genOf(seg.u32[(off >>> 2) + 1]!);
   }
 
   /** Frees the block at `addr` (USED or RESERVED) and merges it with free blocks after it. */
@@ -232,8 +237,13 @@ export class Allocator {
     const addr = this.tailAddr;
     if (addr === 0 || this.tailEnd - addr < size) return 0;
     const segIdx = Math.floor(addr * this.segmentInv);
-    const seg = this.segments[segIdx]!.use();
-    const off = addr - segIdx * this.segmentSize;
+    this.cut(this.segments[segIdx]!.use(), segIdx, addr - segIdx * this.segmentSize, size);
+    return addr;
+  }
+
+  /** Cuts `size` bytes (or the whole tail, when the rest could not stand alone) off the front of the tail, at `off` of `seg`. */
+  private cut(seg: Segment, segIdx: number, off: number, size: number): void {
+    const addr = this.tailAddr;
     const u32 = seg.u32;
     const gen = (this.tailGen + 1) & GEN_MASK;
     let used = this.tailEnd - addr;
@@ -252,7 +262,6 @@ export class Allocator {
     this.freeBytes -= used;
     this.allocatedBytes += used;
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
-    return addr;
   }
 
   /** Asks for the pages from the block just cut at `addr` to two chunks past the tail (see populatedTo). */
@@ -350,6 +359,12 @@ export class Allocator {
       this.objectCount++;
       if (kind === KIND_LINK) this.linkCount++;
     }
+  }
+
+  /** countUsed() of a typed record, small enough to be inlined into the typed put. */
+  countUsedTyped(length: number): void {
+    this.utilizedBytes += length;
+    this.objectCount++;
   }
 
   uncountUsed(w: number, length: number): void {

@@ -785,9 +785,24 @@ export class Pile implements Iterable<PileEntry> {
     const start = off + BLOCK_HEADER_SIZE;
     seg.view.setUint16(start, id, true);
     const length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX) - start;
-    if (inTail) this.alloc.claimTail(blockSizeFor(length));
-    else if (length < len) this.alloc.trim(addr, blockSizeFor(length));
-    return this.pointerOf(segIdx, off, this.commit(seg, off, KIND_TYPED, 0, length));
+    let gen: number;
+    if (inTail) {
+      gen = this.alloc.claimTail(seg, segIdx, off, blockSizeFor(length));
+    } else {
+      if (length < len) this.alloc.trim(addr, blockSizeFor(length));
+      gen = genOf(seg.u32[(off >>> 2) + 1]!);
+    }
+    // commit() inlined by hand for a typed record: as a call it cost about 20 ns of a 270 ns put
+    // (TurboFan's inlining budget is spent on the codec by then). Same order of stores.
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const used = word1(gen, KIND_TYPED, STATE_USED, 0);
+    u32[h + 1] = word1(gen, KIND_TYPED, STATE_RESERVED, 0);
+    u32[h + 2] = length;
+    u32[h + 3] = blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
+    u32[h + 1] = used;
+    this.alloc.countUsedTyped(length);
+    return this.pointerOf(segIdx, off, gen);
   }
 
   /** @internal */

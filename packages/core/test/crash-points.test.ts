@@ -137,9 +137,9 @@ describe('crash at each point of the write path', function () {
   const typedPoints: [string, string][] = [
     ['typed-before-trim', 'before its block is trimmed'],
     ['typed-trim-before-free', 'while its block is trimmed, before the rest is freed'],
-    ['typed-after-trim', 'after its block was trimmed, before its commit'],
+    ['typed-after-trim', 'after its block was trimmed, in its commit before the checksum'],
     ['typed-tail-encoded', 'after encoding into the tail, before its block is cut'],
-    ['typed-tail-claimed', 'after its block was cut from the tail, before its commit'],
+    ['typed-tail-claimed', 'after its block was cut from the tail, in its commit before the checksum'],
   ];
   for (const [point, when] of typedPoints) {
     it(`a typed put killed ${when} leaves no record`, () => {

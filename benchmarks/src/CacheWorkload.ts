@@ -7,6 +7,7 @@ import { Progress, STEP_MASK } from './Progress';
 import { cacheKey, product, ProductSchema, type Product } from './Records';
 import { findRedisServer, RedisServer } from './RedisServer';
 import { makeTempDir, removeDir } from './TempDir';
+import { runAlternating } from './Alternation';
 import { peerRows, ratios, target } from './Targets';
 import { fmtBytes, fmtCount, fmtMs, fmtRate, fmtUs } from './Format';
 import { num, type Figures, type Params, type PeerResult, type RunContext, type Summary, type Workload } from './Workload';
@@ -196,33 +197,33 @@ async function measure(peer: string, params: Params): Promise<PeerResult> {
   }
 }
 
+/**
+ * The in-process stores run in alternating child processes (see runAlternating); Redis, whose
+ * server the runner starts for it and which no target compares against, runs once.
+ */
 async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
-  const out: PeerResult[] = [];
-  for (const peer of Object.keys(PEERS)) {
-    if (peer !== 'redis') {
-      out.push(ctx.child(peer, params));
-      continue;
-    }
-    const binary = findRedisServer();
-    if (binary === undefined) {
-      ctx.log('redis                  skipped: no redis-server binary on the PATH');
-      out.push({ peer, label: PEERS[peer]!, figures: {}, skipped: 'no redis-server binary on the PATH' });
-      continue;
-    }
-    let server: RedisServer;
-    try {
-      server = await RedisServer.start(binary);
-    } catch (err) {
-      out.push({ peer, label: PEERS[peer]!, figures: {}, skipped: `redis-server did not start: ${err instanceof Error ? err.message : String(err)}` });
-      continue;
-    }
-    try {
-      out.push(ctx.child(peer, { ...params, redisPort: server.port }));
-    } finally {
-      await server.stop();
-    }
+  const inProcess = Object.keys(PEERS).filter((peer) => peer !== 'redis');
+  return [...runAlternating(ctx, inProcess, params, num(params, 'processes'), 'getPerSec', 'get rate'), await runRedis(ctx, params)];
+}
+
+async function runRedis(ctx: RunContext, params: Params): Promise<PeerResult> {
+  const peer = 'redis';
+  const binary = findRedisServer();
+  if (binary === undefined) {
+    ctx.log('redis                  skipped: no redis-server binary on the PATH');
+    return { peer, label: PEERS[peer]!, figures: {}, skipped: 'no redis-server binary on the PATH' };
   }
-  return out;
+  let server: RedisServer;
+  try {
+    server = await RedisServer.start(binary);
+  } catch (err) {
+    return { peer, label: PEERS[peer]!, figures: {}, skipped: `redis-server did not start: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  try {
+    return ctx.child(peer, { ...params, redisPort: server.port });
+  } finally {
+    await server.stop();
+  }
 }
 
 function summarize(params: Params, peers: PeerResult[]): Summary {
@@ -253,6 +254,7 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
       { kind: 'bars', title: `Full-GC pause with ${N} entries alive`, unit: 'ms', bars: ok.map((p) => ({ label: p.label, value: p.figures['gcPauseMs'] ?? 0, highlight: p.peer.startsWith('pile') })) },
     ],
     notes: [
+      `@pile/cache, lru-cache and lmdb each run in ${num(params, 'processes')} child processes, taking turns; each of their figures is the median over those processes. Redis runs once.`,
       `Gets: ${fmtCount(num(params, 'ops'))} hits on uniformly random keys, each checked; p50 / p99 from ${fmtCount(num(params, 'latencySamples'))} individually timed calls (performance.now() around each, so sub-µs figures carry its overhead). Puts replace existing entries with fresh values.`,
       '@pile/cache: a durable table with the zod schema (compiled codec), no capacity hint, so the fill includes its growth. lru-cache: `max: N`. lmdb: `compression: false, noSync: true` (like the pile, a write reaches the OS, not the disk, before it returns), fill in transactions of 10,000, each later put its own synchronous transaction (`putSync`).',
       redis?.skipped !== undefined
@@ -272,6 +274,7 @@ export const cacheWorkload: Workload = {
     redisOps: o.smoke ? 5_000 : 100_000,
     latencySamples: o.smoke ? 5_000 : 100_000,
     gcRuns: o.smoke ? 3 : 5,
+    processes: o.smoke ? 1 : 3,
     redisPort: 0,
   }),
   run,

@@ -1,4 +1,5 @@
 import { openPile, type Pile, type PilePointer, type TypedView } from '@pile/core';
+import { runAlternating } from './Alternation';
 import { consume, median, perSecond } from './Measure';
 import { Progress, STEP_MASK } from './Progress';
 import { product, ProductSchema, type Product } from './Records';
@@ -206,28 +207,8 @@ function fieldVsGet(peers: PeerResult[]): { measured: string; ratio: number; met
   return { measured: `field() ${fmtRate(f)} vs typed get ${fmtRate(g)}`, ratio: f / g, met: f / g >= 5 };
 }
 
-/**
- * Each peer runs in `processes` child processes, the peers taking turns (typed, generic, Map,
- * typed, ...), and each figure is the median of the processes' medians. On a shared machine the
- * load changes from one process to the next; one process per peer let that decide a ratio.
- */
 async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
-  const runs = new Map<string, PeerResult[]>(Object.keys(PEERS).map((peer) => [peer, []]));
-  for (let k = 0; k < num(params, 'processes'); k++) {
-    for (const [peer, results] of runs) results.push(ctx.child(peer, params));
-  }
-  return [...runs.values()].map(combine);
-}
-
-/** One result from a peer's processes: a failure if any failed, else the median of each figure. */
-function combine(results: PeerResult[]): PeerResult {
-  const failed = results.find((r) => r.error !== undefined);
-  if (failed !== undefined) return failed;
-  const first = results[0]!;
-  const figures: Record<string, number> = {};
-  for (const name of Object.keys(first.figures)) figures[name] = median(results.map((r) => r.figures[name]!));
-  const each = results.map((r) => fmtRate(r.figures['putPerSec'])).join(', ');
-  return { ...first, figures, notes: [`put rate of each process: ${each}`] };
+  return runAlternating(ctx, Object.keys(PEERS), params, num(params, 'processes'), 'putPerSec', 'put rate');
 }
 
 export const codecWorkload: Workload = {

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
+import { getSystemErrorName } from 'node:util';
 import { isMainThread } from 'node:worker_threads';
 import mmap from 'mmap-io';
 import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
@@ -96,7 +97,7 @@ export class Segment {
     try {
       fd = fs.openSync(file, 'w+');
       const errno = segmentFiles.reserve(fd, size);
-      if (errno !== 0 && !CANNOT_RESERVE.has(errno)) throw new Error(`reserving ${size} bytes failed: ${osErrorName(errno)}`);
+      if (errno !== 0 && !CANNOT_RESERVE.has(errno)) throw new Error(`reserving ${size} bytes failed: ${getSystemErrorName(-errno)} (errno ${errno})`);
       if (errno !== 0) segmentFiles.zeroFill(fd, size);
       // The segment header plus the header of one free block over the rest (word1 0 = free,
       // generation 0): a crash after the meta file counts this segment, before the allocator
@@ -220,9 +221,4 @@ function checkHeader(b: Buffer, file: string, index: number, size: number, pileI
   if (b.readUInt32LE(8) !== index) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
   if (b.readUInt32LE(12) !== size) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
   if (b.readUInt32LE(16) !== pileId) throw new PileError('PILE_CORRUPT', `segment file ${file} belongs to another pile (id at offset 16)`);
-}
-
-function osErrorName(errno: number): string {
-  const name = Object.entries(osConstants.errno).find(([, n]) => n === errno)?.[0];
-  return name === undefined ? `errno ${errno}` : `${name} (errno ${errno})`;
 }

@@ -52,7 +52,9 @@ export class Allocator {
   /**
    * Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address;
    * the next chunk is asked for once the tail passes populateMark, so the tail keeps one to two
-   * chunks of ready pages before it.
+   * chunks of ready pages before it. 0 (after open, rebuild or a new segment): not armed yet.
+   * The first cut only arms it a chunk further on, so a pile that writes less than a chunk
+   * commits no memory (or, mapped, dirties no page) ahead of what it wrote.
    */
   private populatedTo = 0;
   private populateMark = 0;
@@ -266,6 +268,11 @@ export class Allocator {
 
   /** Asks for the pages from the block just cut at `addr` to two chunks past the tail (see populatedTo). */
   private populateAhead(seg: Segment, segIdx: number, addr: number): void {
+    if (this.populatedTo === 0) {
+      this.populatedTo = addr;
+      this.populateMark = addr + POPULATE_CHUNK;
+      return;
+    }
     const base = segIdx * this.segmentSize;
     const from = Math.max(this.populatedTo, addr);
     const to = Math.min(this.tailEnd, this.tailAddr + 2 * POPULATE_CHUNK);

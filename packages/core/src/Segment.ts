@@ -2,7 +2,6 @@ import * as fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
-import { isMainThread } from 'node:worker_threads';
 import mmap from 'mmap-io';
 import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
 import { PileError } from './PileError';
@@ -12,9 +11,10 @@ const ZERO_CHUNK = 1 << 20;
  * Whether pages can be faulted in ahead of the writer on a libuv worker (MADV_POPULATE_WRITE,
  * Linux 5.14+, through the function Pile's patch adds to mmap-io). Only on the main thread: a
  * worker thread that is terminated while such a job runs would close its event loop with a
- * request still open, which Node treats as fatal.
+ * request still open, which Node treats as fatal. Decided on first use, so that a process that
+ * only reads (a warm restart) does not load node:worker_threads.
  */
-const POPULATE = mmap.populate_supported() && isMainThread;
+let canPopulate: boolean | undefined;
 const EMPTY = Buffer.alloc(0);
 const EMPTY_U32 = new Uint32Array(0);
 const EMPTY_F64 = new Float64Array(0);
@@ -149,10 +149,11 @@ export class Segment {
    * Asks a libuv worker to fault in the pages of bytes [from, to) for writing, so that the
    * writer filling them does not take a page fault per 4 KiB itself (about 1.3 µs each on a VM,
    * a tenth of a small put). The content never changes; the worker holds the mapping alive until
-   * it is done. Does nothing where the kernel can not (see POPULATE) or before the segment is mapped.
+   * it is done. Does nothing where the kernel can not (see canPopulate) or before the segment is mapped.
    */
   populate(from: number, to: number): void {
-    if (POPULATE && this.mapped && !this.readonlyMap && to > from) mmap.populate_async(this.buf, from, to - from);
+    canPopulate ??= mmap.populate_supported() && (require('node:worker_threads') as typeof import('node:worker_threads')).isMainThread;
+    if (canPopulate && this.mapped && !this.readonlyMap && to > from) mmap.populate_async(this.buf, from, to - from);
   }
 
   /** msync: the segment's pages reach the disk before this returns. An unmapped segment has none to write. */

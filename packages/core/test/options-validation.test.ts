@@ -3,24 +3,14 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type PileOptions } from '../src/Pile';
-import { PileError, type PileErrorCode } from '../src/PileError';
+import { PileError } from '../src/PileError';
+import { expectPileError } from './fixtures/expect-error';
 
 const MiB = 1 << 20;
 
-function pileError(fn: () => unknown, code: PileErrorCode): PileError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err, String(err)).to.be.instanceOf(PileError);
-    expect((err as PileError).code, (err as Error).message).to.equal(code);
-    return err as PileError;
-  }
-  throw new Error(`expected ${code}, nothing was thrown`);
-}
-
 /** The open fails with PILE_INVALID_OPTION and the message names `option`. */
 function rejects(options: unknown, option: string): PileError {
-  const err = pileError(() => openPile(options as PileOptions), 'PILE_INVALID_OPTION');
+  const err = expectPileError(() => openPile(options as PileOptions), 'PILE_INVALID_OPTION');
   expect(err.message).to.include(option);
   return err;
 }
@@ -122,7 +112,7 @@ describe('options validation', () => {
   it('refuses a bad preallocate on put, naming it, and writes nothing', () => {
     const p = openPile({ segmentSize: MiB });
     for (const bad of [-1, 1.5, Number.NaN, '10']) {
-      const err = pileError(() => p.put('x', { preallocate: bad as number }), 'PILE_INVALID_OPTION');
+      const err = expectPileError(() => p.put('x', { preallocate: bad as number }), 'PILE_INVALID_OPTION');
       expect(err.message).to.include('preallocate');
     }
     expect(p.stats.objectCount).to.equal(0);

@@ -3,23 +3,13 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile } from '../src/Pile';
-import { PileError, type PileErrorCode } from '../src/PileError';
+import { PileError } from '../src/PileError';
+import { expectPileError } from './fixtures/expect-error';
 import { segmentFiles } from '../src/Segment';
 
 const MiB = 1 << 20;
 /** Largest payload one segment holds: the segment minus its 64-byte header and one 16-byte block header. */
 const MAX_PAYLOAD = MiB - 64 - 16;
-
-function pileError(fn: () => unknown, code: PileErrorCode): PileError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err, String(err)).to.be.instanceOf(PileError);
-    expect((err as PileError).code, (err as Error).message).to.equal(code);
-    return err as PileError;
-  }
-  throw new Error(`expected ${code}, nothing was thrown`);
-}
 
 describe('segments', () => {
   let dir: string;
@@ -168,7 +158,7 @@ describe('segments', () => {
         const pile = openPile({ dir, segmentSize: MiB });
         const kept = pile.put('kept');
         segmentFiles.reserve = () => os.constants.errno.ENOSPC;
-        const err = pileError(() => pile.put(Buffer.alloc(MAX_PAYLOAD)), 'PILE_OUT_OF_SPACE');
+        const err = expectPileError(() => pile.put(Buffer.alloc(MAX_PAYLOAD)), 'PILE_OUT_OF_SPACE');
         expect(err.message).to.contain(path.join(dir, 'seg-000001.pile')).and.contain('ENOSPC');
         expect(fs.existsSync(path.join(dir, 'seg-000001.pile'))).to.equal(false);
         expect(pile.get(kept)).to.equal('kept');
@@ -195,17 +185,17 @@ describe('segments', () => {
         expect(pile.sizeOf(full)).to.equal(MAX_PAYLOAD);
         expect(pile.get<Buffer>(full).equals(Buffer.alloc(MAX_PAYLOAD, 0xab))).to.equal(true);
         const before = pile.stats;
-        const err = pileError(() => pile.put(Buffer.alloc(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
+        const err = expectPileError(() => pile.put(Buffer.alloc(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
         expect(err.message).to.include('segmentSize');
-        pileError(() => pile.put('s'.repeat(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
-        pileError(() => pile.put('é'.repeat(MAX_PAYLOAD / 2 + 1)), 'PILE_TOO_LARGE'); // counted in UTF-8 bytes
-        pileError(() => pile.put({ big: 'x'.repeat(MAX_PAYLOAD) }), 'PILE_TOO_LARGE');
-        pileError(() => pile.put('x', { preallocate: MAX_PAYLOAD + 1 }), 'PILE_TOO_LARGE');
+        expectPileError(() => pile.put('s'.repeat(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
+        expectPileError(() => pile.put('é'.repeat(MAX_PAYLOAD / 2 + 1)), 'PILE_TOO_LARGE'); // counted in UTF-8 bytes
+        expectPileError(() => pile.put({ big: 'x'.repeat(MAX_PAYLOAD) }), 'PILE_TOO_LARGE');
+        expectPileError(() => pile.put('x', { preallocate: MAX_PAYLOAD + 1 }), 'PILE_TOO_LARGE');
         const str = pile.put('s'.repeat(MAX_PAYLOAD));
         expect(pile.get<string>(str).length).to.equal(MAX_PAYLOAD);
         // A refused put writes nothing.
         expect(pile.stats.objectCount).to.equal(before.objectCount + 1);
-        pileError(() => pile.set(str, Buffer.alloc(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
+        expectPileError(() => pile.set(str, Buffer.alloc(MAX_PAYLOAD + 1)), 'PILE_TOO_LARGE');
         expect(pile.get<string>(str).length).to.equal(MAX_PAYLOAD);
         expect(pile.verify().ok).to.equal(true);
         pile.close();

@@ -46,6 +46,31 @@ export interface GetOptions {
 /** What a put did. */
 export type PutResult = 'inserted' | 'replaced' | 'overwritten' | 'collision';
 
+/**
+ * Advanced: what a replication layer (`@pile/sync`) attaches to a table with
+ * {@link CacheTable.setHook}. Without a hook a table pays one field test per get and per write.
+ */
+export interface TableHook {
+  /**
+   * False while the table's copy may be stale (its replication is disconnected or lagging):
+   * get and has answer a miss without looking (get counts it as a miss).
+   */
+  serving: boolean;
+  /**
+   * Entries whose sequence number is below this are treated as absent by get, has and rejuvenate
+   * (left in place until replaced, removed or swept): a table epoch, 0 = none. Compare with
+   * {@link CacheTable.sequence}.
+   */
+  epoch: number;
+  /**
+   * Called after a local change of `key`: `'put'` (stored, not a collision), `'remove'` (called
+   * whether or not the key was present: other copies may hold it), `'expiry'` (rejuvenate).
+   * Memory-pressure evictions, expiry sweeps and speculative overwrites of other keys are local and
+   * not reported. Runs synchronously inside the write; it may use other tables, not this one.
+   */
+  changed(op: 'put' | 'remove' | 'expiry', key: CacheKey): void;
+}
+
 /** A table as persisted in the cache catalog (internal). */
 export interface TableMeta {
   name: string;
@@ -96,6 +121,7 @@ export class CacheTable<V = unknown> {
   // Result of the last probe: the slot and the pointer in it.
   private fPtr = 0;
   private fOutcome = 0;
+  private hook: TableHook | undefined = undefined;
 
   /** @internal */
   constructor(
@@ -143,6 +169,25 @@ export class CacheTable<V = unknown> {
   }
 
   /**
+   * Advanced: attaches (or, with undefined, detaches) the table's {@link TableHook}; one at a time.
+   * Used by `@pile/sync`; not persisted.
+   * @throws PILE_LOCKED when another hook is attached, PILE_CLOSED
+   */
+  setHook(hook: TableHook | undefined): void {
+    this.check();
+    if (hook !== undefined && this.hook !== undefined && this.hook !== hook) {
+      throw new PileError('PILE_LOCKED', `cache table '${this.meta.name}' already has a hook attached (one @pile/sync per table)`);
+    }
+    this.hook = hook;
+  }
+
+  /** Advanced: the sequence number the next stored entry gets (persisted; see {@link TableHook.epoch}). @throws PILE_CLOSED */
+  get sequence(): number {
+    this.check();
+    return this.header[H_SEQ]!;
+  }
+
+  /**
    * Stores `value` under `key`.
    * @returns 'inserted' (new key), 'replaced' (key existed), 'overwritten' (speculative: took the
    *   slot of a lower- or equal-priority entry of another key), 'collision' (speculative: nothing stored)
@@ -183,7 +228,9 @@ export class CacheTable<V = unknown> {
     if (expiresAt < 0) expiresAt = maxAgeSec > 0 ? now + maxAgeSec * 1000 : 0;
     host.keys.prepare(key);
     const len = this.encode(value, now, expiresAt, priority);
-    return this.storeEncoded(len, priority, expiresAt, true);
+    const r = this.storeEncoded(len, priority, expiresAt, true);
+    if (this.hook !== undefined && r !== 'collision') this.hook.changed('put', key);
+    return r;
   }
 
   /**
@@ -201,9 +248,10 @@ export class CacheTable<V = unknown> {
     }
     const host = this.host;
     host.keys.prepare(key);
-    const i = this.find();
+    const hook = this.hook;
+    const i = hook === undefined || hook.serving ? this.find() : -1;
     const h = this.header;
-    if (i < 0) {
+    if (i < 0 || (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook))) {
       h[S_MISSES]!++;
       return undefined;
     }
@@ -252,8 +300,10 @@ export class CacheTable<V = unknown> {
   has(key: CacheKey): boolean {
     this.check();
     this.host.keys.prepare(key);
+    const hook = this.hook;
+    if (hook !== undefined && !hook.serving) return false;
     const i = this.find();
-    if (i < 0) return false;
+    if (i < 0 || (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook))) return false;
     const exp = this.idx.f64[i >>> this.idx.shift]![3 * (i & this.idx.mask) + 1]!;
     return exp === 0 || exp > this.host.clock();
   }
@@ -264,6 +314,12 @@ export class CacheTable<V = unknown> {
    */
   remove(key: CacheKey): boolean {
     this.writable();
+    const removed = this.removeKey(key);
+    if (this.hook !== undefined) this.hook.changed('remove', key);
+    return removed;
+  }
+
+  private removeKey(key: CacheKey): boolean {
     this.host.keys.prepare(key);
     const i = this.find();
     if (i < 0) return false;
@@ -297,6 +353,8 @@ export class CacheTable<V = unknown> {
       this.expireSlot(i);
       return false;
     }
+    const hook = this.hook;
+    if (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook)) return false;
     const mem = host.mem;
     const o = mem.off;
     const len = E_KEY + align8(mem.view.getUint32(o + E_KEY_LEN, true)) + mem.view.getUint32(o + E_VALUE_LEN, true);
@@ -309,6 +367,7 @@ export class CacheTable<V = unknown> {
     s.view.setFloat64(E_CREATED, now, true);
     s.view.setFloat64(E_EXPIRES, newExp, true);
     this.storeEncoded(len, priority, newExp, false);
+    if (hook !== undefined) hook.changed('expiry', key);
     return true;
   }
 
@@ -487,6 +546,12 @@ export class CacheTable<V = unknown> {
   /** @internal Sets the schema codec of a table opened before its schema was known. */
   attachCodec(codec: CompiledSchema<V> | undefined): void {
     this.values = new ValueCodec<V>(codec);
+  }
+
+  /** After a hit of find(): the entry (host.mem) was stored before the hook's epoch. */
+  private belowEpoch(hook: TableHook): boolean {
+    const mem = this.host.mem;
+    return mem.view.getFloat64(mem.off + E_SEQ, true) < hook.epoch;
   }
 
   private check(): void {

@@ -224,10 +224,17 @@ export class CacheTable<V = unknown> {
       }
     }
     const host = this.host;
+    // The value before the key: measuring it runs the caller's code, which may read this cache and
+    // so replace the prepared key and the lookup state.
+    const vlen = this.values.measure(value);
     const now = host.clock();
     if (expiresAt < 0) expiresAt = maxAgeSec > 0 ? now + maxAgeSec * 1000 : 0;
-    host.keys.prepare(key);
-    const len = this.encode(value, now, expiresAt, priority);
+    const kc = host.keys;
+    kc.prepare(key);
+    const epoch = kc.epoch;
+    const len = this.encode(vlen, now, expiresAt, priority);
+    // A typed value is read again while it is written: a get from its getters prepared another key.
+    if (kc.epoch !== epoch) kc.prepare(key);
     const r = this.storeEncoded(len, priority, expiresAt, true);
     if (this.hook !== undefined && r !== 'collision') this.hook.changed('put', key);
     return r;
@@ -565,11 +572,10 @@ export class CacheTable<V = unknown> {
   }
 
   /** Writes the entry for the prepared key into the host's scratch; returns its length. */
-  private encode(value: V, now: number, expiresAt: number, priority: number): number {
+  private encode(vlen: number, now: number, expiresAt: number, priority: number): number {
     const host = this.host;
     const kc = host.keys;
     const klen = kc.storedLength();
-    const vlen = this.values.measure(value);
     const voff = E_KEY + align8(klen);
     const len = voff + vlen;
     const { buf, view } = host.scratch(len);

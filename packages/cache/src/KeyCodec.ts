@@ -141,6 +141,8 @@ export class KeyCodec {
   /** Key bytes for the other types (valid up to `len`). */
   bytes: Buffer = Buffer.alloc(64);
   len = 0;
+  /** Counts prepare() calls: a put sees whether its value's code read the cache (and so replaced the prepared key). */
+  epoch = 0;
   private readonly f64 = new Float64Array(1);
   private readonly f64bytes = new Uint8Array(this.f64.buffer);
 
@@ -148,6 +150,7 @@ export class KeyCodec {
    * @throws PILE_INVALID_OPTION when `key` is not a string, number, bigint or Uint8Array
    */
   prepare(key: CacheKey): void {
+    this.epoch++;
     if (typeof key === 'string') {
       this.type = KEY_STRING;
       this.str = key;

@@ -1,4 +1,4 @@
-import { Pile, PileError, compileSchema, openPile, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
+import { Pile, PileError, compileSchema, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import { CacheTable, type TableMeta, type TableStats } from './CacheTable';
 import {
@@ -325,6 +325,7 @@ export class PileCache implements CacheHost {
   writable(): void {
     this.check();
     if (this.readonly) throw new PileError('PILE_READONLY', `the cache's pile ${this.pile.dir ?? ''} is open read-only`);
+    if (encodeGuard.depth !== 0) throw reentrantError();
   }
 
   /** @internal */

@@ -1,4 +1,4 @@
-import { PileError, type CompiledSchema } from '@pile/core';
+import { PileError, encodeGuard, type CompiledSchema } from '@pile/core';
 import type { Packr } from 'msgpackr';
 
 export const VALUE_STRING = 1;
@@ -39,34 +39,58 @@ export class ValueCodec<V> {
    * @throws PILE_SCHEMA_VIOLATION naming the path, for a typed table
    */
   measure(value: V): number {
-    this.value = value;
-    this.packed = undefined;
+    // The caller's code (getters, toJSON, zod) runs here and may read this cache: the state is set
+    // after it returns. Writes from it are refused (encodeGuard).
     if (this.codec !== undefined) {
-      this.kind = VALUE_TYPED;
-      return this.codec.measure(value);
+      let n: number;
+      encodeGuard.depth++;
+      try {
+        n = this.codec.measure(value);
+      } finally {
+        encodeGuard.depth--;
+      }
+      this.set(VALUE_TYPED, value, undefined);
+      return n;
     }
     if (typeof value === 'string') {
-      this.kind = VALUE_STRING;
+      this.set(VALUE_STRING, value, undefined);
       return Buffer.byteLength(value, 'utf8');
     }
     if (value instanceof Uint8Array) {
-      this.kind = Buffer.isBuffer(value) ? VALUE_BUFFER : VALUE_BYTES;
+      this.set(Buffer.isBuffer(value) ? VALUE_BUFFER : VALUE_BYTES, value, undefined);
       return value.length;
     }
-    this.kind = VALUE_MSGPACK;
+    let packed: Buffer;
+    encodeGuard.depth++;
     try {
-      this.packed = this.packr.pack(value);
+      packed = this.packr.pack(value);
     } catch (err) {
+      if (err instanceof PileError) throw err;
       throw new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
+    } finally {
+      encodeGuard.depth--;
     }
-    return this.packed.length;
+    this.set(VALUE_MSGPACK, value, packed);
+    return packed.length;
+  }
+
+  private set(kind: number, value: unknown, packed: Buffer | undefined): void {
+    this.kind = kind;
+    this.value = value;
+    this.packed = packed;
   }
 
   /** Writes the measured value at `buf[off..]`. */
   write(buf: Buffer, view: DataView, off: number, len: number): void {
     switch (this.kind) {
       case VALUE_TYPED:
-        this.codec!.encode(this.value as V, buf, view, off);
+        // A second read of the value: checked again and bounded by the measured length.
+        encodeGuard.depth++;
+        try {
+          this.codec!.encode(this.value as V, buf, view, off, off + len);
+        } finally {
+          encodeGuard.depth--;
+        }
         break;
       case VALUE_STRING:
         buf.write(this.value as string, off, len, 'utf8');

@@ -78,6 +78,9 @@ const align8 = (n: number): number => (n + 7) & ~7;
 
 /** Block size needed for a payload of `length` bytes. */
 export function blockSizeFor(length: number): number {
+  // align8 works in 32 bits: a length near 2^31 would wrap to a small or negative size and pass
+  // the allocator's too-large check. No segment holds 2^30 bytes of payload, so any exact size will do.
+  if (length > 0x3fffffe0) return BLOCK_HEADER_SIZE + length;
   const s = align8(BLOCK_HEADER_SIZE + length);
   return s < MIN_BLOCK_SIZE ? MIN_BLOCK_SIZE : s;
 }

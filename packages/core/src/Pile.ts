@@ -13,6 +13,7 @@ import {
 import { blockChecksum } from './Checksum';
 import { DirectoryLock } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
+import { encodeGuard, reentrantError } from './EncodeGuard';
 import { PileError } from './PileError';
 import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
@@ -21,6 +22,8 @@ import type { InlineRead } from './SchemaCodegen';
 import { Segment, segmentFileName } from './Segment';
 import { TypedView, type SchemaOptions } from './TypedView';
 
+/** Module-local: a reference to the import itself is a property load on each use. */
+const GUARD = encodeGuard;
 const MiB = 1 << 20;
 const GiB = 1 << 30;
 /** Multiplying by the inverse of a power of two is exact, and much cheaper than dividing. */
@@ -366,8 +369,10 @@ export class Pile implements Iterable<PileEntry> {
    */
   set(ptr: PilePointer, value: unknown): void {
     this.writable();
-    this.resolve(ptr, true);
+    // The value first: encoding it runs the caller's code (getters, toJSON), which may read this
+    // pile and so move the resolved-record fields that replace() works on.
     this.prepare(value);
+    this.resolve(ptr, true);
     this.replace();
   }
 
@@ -428,10 +433,12 @@ export class Pile implements Iterable<PileEntry> {
     let id: number;
     if (known === undefined) {
       if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' is not in this read-only pile`);
-      id = this.catalog.nextSchemaId++;
+      id = this.catalog.nextSchemaId;
       if (id > 0xffff) throw new PileError('PILE_OUT_OF_SPACE', 'a pile holds at most 65535 schemas');
-      this.catalog.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor });
-      this.saveCatalog();
+      this.changeCatalog((c) => {
+        c.nextSchemaId = id + 1;
+        c.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor });
+      });
     } else {
       id = known.id;
       if (known.fingerprint !== codec.fingerprint) {
@@ -439,8 +446,7 @@ export class Pile implements Iterable<PileEntry> {
           throw new PileError('PILE_SCHEMA_MISMATCH', `schema '${name}' does not match the one stored in the pile (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`);
         }
         if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' would be evolved, but the pile is read-only`);
-        this.catalog.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor });
-        this.saveCatalog();
+        this.changeCatalog((c) => c.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor }));
       }
     }
     this.codecs.set(id, { name, codec: codec as CompiledSchema<unknown> });
@@ -455,13 +461,13 @@ export class Pile implements Iterable<PileEntry> {
     this.writable();
     if (typeof name !== 'string' || name === '') throw invalid('name', 'a root name must be a non-empty string');
     if (ptr === null || ptr === NULL_POINTER) {
-      if (!this.catalog.roots.delete(name)) return;
+      if (!this.catalog.roots.has(name)) return;
+      this.changeCatalog((c) => c.roots.delete(name));
     } else {
       this.resolve(ptr, true);
       if (this.catalog.roots.get(name) === ptr) return;
-      this.catalog.roots.set(name, ptr);
+      this.changeCatalog((c) => c.roots.set(name, ptr));
     }
-    this.saveCatalog();
   }
 
   /**
@@ -773,18 +779,37 @@ export class Pile implements Iterable<PileEntry> {
     // size never refuses a record that fits. While the pile grows, the record is encoded at the
     // start of the tail and its block cut to the exact size after; otherwise the block allocated
     // for the bound is trimmed.
-    let len = TYPED_PREFIX + codec.measureBound(value);
-    if (len > TYPED_BOUND_LIMIT) len = TYPED_PREFIX + codec.measure(value);
-    const size = blockSizeFor(len);
-    let addr = this.alloc.tailFor(size);
-    const inTail = addr !== 0;
-    if (!inTail) addr = this.alloc.alloc(size);
-    const segIdx = Math.floor(addr * this.segmentInv);
-    const seg = this.segments[segIdx]!.use();
-    const off = addr - segIdx * this.segmentSize;
-    const start = off + BLOCK_HEADER_SIZE;
-    seg.view.setUint16(start, id, true);
-    const length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX) - start;
+    // Measuring and encoding run the caller's code (getters, zod), which reads the value twice:
+    // writes are refused meanwhile (EncodeGuard), encode() checks what it reads again and stays
+    // inside the block, and a throw gives the block back.
+    let addr = 0;
+    let inTail = false;
+    let len: number;
+    let size: number;
+    let segIdx: number;
+    let seg: Segment;
+    let off: number;
+    let length: number;
+    GUARD.depth++;
+    try {
+      len = TYPED_PREFIX + codec.measureBound(value);
+      if (len > TYPED_BOUND_LIMIT) len = TYPED_PREFIX + codec.measure(value);
+      size = blockSizeFor(len);
+      addr = this.alloc.tailFor(size);
+      inTail = addr !== 0;
+      if (!inTail) addr = this.alloc.alloc(size);
+      segIdx = Math.floor(addr * this.segmentInv);
+      seg = this.segments[segIdx]!.use();
+      off = addr - segIdx * this.segmentSize;
+      const start = off + BLOCK_HEADER_SIZE;
+      seg.view.setUint16(start, id, true);
+      length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX, off + size) - start;
+    } catch (err) {
+      if (addr !== 0 && !inTail) this.alloc.free(addr);
+      throw err;
+    } finally {
+      GUARD.depth--;
+    }
     let gen: number;
     if (inTail) {
       gen = this.alloc.claimTail(seg, segIdx, off, blockSizeFor(length));
@@ -808,9 +833,11 @@ export class Pile implements Iterable<PileEntry> {
   /** @internal */
   setTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>, value: unknown): void {
     this.writable();
+    // The value first: measuring runs the caller's code (getters, zod), which may read this pile
+    // and so move the resolved-record fields that replace() works on.
+    this.prepareTyped(id, codec, value);
     this.resolve(ptr, true);
     this.checkTypedId(ptr, id);
-    this.prepareTyped(id, codec, value);
     this.replace();
   }
 
@@ -943,6 +970,7 @@ export class Pile implements Iterable<PileEntry> {
   private writable(): void {
     if (this.closed) throw closedError();
     if (this.readonly) throw new PileError('PILE_READONLY', `pile ${this.dir ?? ''} is open read-only`);
+    if (GUARD.depth !== 0) throw reentrantError();
   }
 
   private addrOf(seg: Segment, off: number): number {
@@ -966,11 +994,16 @@ export class Pile implements Iterable<PileEntry> {
     } else {
       // pack() may persist new record structures through saveCatalog(), which reuses the scratch fields.
       let bytes: Buffer;
+      // msgpackr's packing state is one per process: a pack inside a getter of the value being
+      // packed would garble both. Writes are refused meanwhile (see EncodeGuard).
+      GUARD.depth++;
       try {
         bytes = this.packr.pack(value);
       } catch (err) {
         if (err instanceof PileError) throw err;
         throw invalid('value', `can not be encoded by msgpackr: ${(err as Error).message}`);
+      } finally {
+        GUARD.depth--;
       }
       this.pKind = KIND_MSGPACK;
       this.pBytes = bytes;
@@ -980,8 +1013,15 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   private prepareTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): void {
+    GUARD.depth++;
+    let len: number;
+    try {
+      len = TYPED_PREFIX + codec.measure(value);
+    } finally {
+      GUARD.depth--;
+    }
     this.pKind = KIND_TYPED;
-    this.pLen = TYPED_PREFIX + codec.measure(value);
+    this.pLen = len;
     this.pValue = value;
     this.pCodec = codec;
     this.pSchemaId = id;
@@ -1003,7 +1043,12 @@ export class Pile implements Iterable<PileEntry> {
         break;
       case KIND_TYPED:
         seg.view.setUint16(p, this.pSchemaId, true);
-        this.pCodec!.encode(this.pValue, seg.buf, seg.view, p + TYPED_PREFIX);
+        GUARD.depth++;
+        try {
+          this.pCodec!.encode(this.pValue, seg.buf, seg.view, p + TYPED_PREFIX, p + this.pLen);
+        } finally {
+          GUARD.depth--;
+        }
         break;
       case KIND_RAW:
         seg.u32[p >>> 2] = this.pValue as number;
@@ -1022,7 +1067,12 @@ export class Pile implements Iterable<PileEntry> {
     const segIdx = Math.floor(addr * this.segmentInv);
     const seg = this.segments[segIdx]!;
     const off = addr - segIdx * this.segmentSize;
-    this.writePayload(seg, off + BLOCK_HEADER_SIZE);
+    try {
+      this.writePayload(seg, off + BLOCK_HEADER_SIZE);
+    } catch (err) {
+      this.alloc.free(addr);
+      throw err;
+    }
     const gen = this.commit(seg, off, this.pKind, flags, this.pLen);
     return this.pointerOf(segIdx, off, gen);
   }
@@ -1083,7 +1133,12 @@ export class Pile implements Iterable<PileEntry> {
       const jAddr = this.alloc.alloc(blockSizeFor(JOURNAL_PREFIX + len));
       const j = this.seat(jAddr);
       const p = j.off + BLOCK_HEADER_SIZE;
-      this.writePayload(j.seg, p + JOURNAL_PREFIX);
+      try {
+        this.writePayload(j.seg, p + JOURNAL_PREFIX);
+      } catch (err) {
+        this.alloc.free(jAddr);
+        throw err;
+      }
       this.writeJournalHead(j.seg, p, JOURNAL_INPLACE, kind, target, 0, oldBody);
       this.commit(j.seg, j.off, KIND_JOURNAL, 0, JOURNAL_PREFIX + len);
       this.applyJournal(j.seg, j.off);
@@ -1093,7 +1148,12 @@ export class Pile implements Iterable<PileEntry> {
     // Grown past both blocks: new body, then the head becomes a link to it.
     const bAddr = this.alloc.alloc(blockSizeFor(len));
     const b = this.seat(bAddr);
-    this.writePayload(b.seg, b.off + BLOCK_HEADER_SIZE);
+    try {
+      this.writePayload(b.seg, b.off + BLOCK_HEADER_SIZE);
+    } catch (err) {
+      this.alloc.free(bAddr);
+      throw err;
+    }
     this.commit(b.seg, b.off, kind, FLAG_BODY, len);
     const jAddr = this.alloc.alloc(blockSizeFor(JOURNAL_PREFIX));
     const j = this.seat(jAddr);
@@ -1301,6 +1361,23 @@ export class Pile implements Iterable<PileEntry> {
 
   // ------------------------------------------------------------------- catalog and files
 
+  /**
+   * Applies `change` to the catalog and persists it; when persisting throws (out of space, too
+   * large, an I/O error), the catalog in memory is put back as it was, so a failed call leaves
+   * nothing behind that a later save or a reopen would disagree with.
+   */
+  private changeCatalog(change: (c: Catalog) => void): void {
+    const c = this.catalog;
+    const before: Catalog = { roots: new Map(c.roots), structures: c.structures, schemas: new Map(c.schemas), nextSchemaId: c.nextSchemaId };
+    change(c);
+    try {
+      this.saveCatalog();
+    } catch (err) {
+      this.catalog = before;
+      throw err;
+    }
+  }
+
   private saveCatalog(): void {
     if (this.readonly) throw new PileError('PILE_READONLY', 'the pile is open read-only');
     if (!this.persistent) return;
@@ -1315,7 +1392,13 @@ export class Pile implements Iterable<PileEntry> {
     const addr = segIdx * this.segmentSize + (ptr % this.offsetDiv) * 8;
     const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr };
     const which: 0 | 1 = this.slotIndex === 0 ? 1 : 0;
-    this.meta!.writeSlot(which, next);
+    try {
+      this.meta!.writeSlot(which, next);
+    } catch (err) {
+      // No slot names the new record: it is not the catalog, so it must not stay allocated.
+      this.release(addr);
+      throw err;
+    }
     const old = this.catalogAddr;
     this.slot = next;
     this.slotIndex = which;

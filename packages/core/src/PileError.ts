@@ -14,7 +14,8 @@ export type PileErrorCode =
   | 'PILE_FORMAT_VERSION'
   | 'PILE_SCHEMA_MISMATCH'
   | 'PILE_SCHEMA_VIOLATION'
-  | 'PILE_INVALID_OPTION';
+  | 'PILE_INVALID_OPTION'
+  | 'PILE_REENTRANT';
 
 /** The one error class of Pile; `code` says what went wrong, the message names the option, file or offset at fault. */
 export class PileError extends Error {

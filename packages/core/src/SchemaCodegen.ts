@@ -60,7 +60,8 @@ const SWITCH_LIMIT = 16;
 const HAS_FAST_UTF8 =
   typeof (Buffer.prototype as unknown as Record<string, unknown>)['utf8Write'] === 'function' &&
   typeof (Buffer.prototype as unknown as Record<string, unknown>)['utf8Slice'] === 'function';
-const UTF8_WRITE = (str: string, off: string): string => (HAS_FAST_UTF8 ? `buf.utf8Write(${str}, ${off})` : `buf.write(${str}, ${off}, "utf8")`);
+const UTF8_WRITE = (str: string, off: string, max: string): string =>
+  HAS_FAST_UTF8 ? `buf.utf8Write(${str}, ${off}, ${max})` : `buf.write(${str}, ${off}, ${max}, "utf8")`;
 const UTF8_SLICE = (start: string, end: string): string =>
   HAS_FAST_UTF8 ? `buf.utf8Slice(${start}, ${end})` : `buf.toString("utf8", ${start}, ${end})`;
 const ZERO_UNROLL = 16;
@@ -151,7 +152,7 @@ class Generator {
    * Statements that type-check `x` and add its variable-section bytes to `s`; with `bound`, an
    * upper bound of them that skips the UTF-8 length scan of strings (3 bytes per UTF-16 unit).
    */
-  measure(node: LayoutNode, x: string, path: Path, bound = false): string {
+  measure(node: LayoutNode, x: string, path: Path, bound = false, sizes = true): string {
     const P = renderPath(path);
     switch (node.kind) {
       case 'float64':
@@ -172,12 +173,12 @@ class Generator {
       case 'boolean':
         return `if (typeof ${x} !== "boolean") fail(${P}, "boolean", ${x});\n`;
       case 'string':
-        return `if (typeof ${x} !== "string") fail(${P}, "string", ${x});\ns += ${bound ? `${x}.length * 3` : `byteLength(${x})`};\n`;
+        return `if (typeof ${x} !== "string") fail(${P}, "string", ${x});\n${sizes ? `s += ${bound ? `${x}.length * 3` : `byteLength(${x})`};\n` : ''}`;
       case 'date':
         return `if (!(${x} instanceof Date)) fail(${P}, "Date", ${x});\n`;
       case 'bytes': {
         const cls = node.buffer ? 'Buffer' : 'Uint8Array';
-        return `if (!(${x} instanceof ${cls})) fail(${P}, "${cls}", ${x});\ns += ${x}.byteLength;\n`;
+        return `if (!(${x} instanceof ${cls})) fail(${P}, "${cls}", ${x});\n${sizes ? `s += ${x}.byteLength;\n` : ''}`;
       }
       case 'enum': {
         const expected = JSON.stringify(describeExpected(node));
@@ -228,44 +229,59 @@ class Generator {
     return `buf.fill(0, ${at(p)}, ${at(p, size)}); `;
   }
 
-  /** Statements writing `x` (already measured) at fixed position `p`, appending variable data at `v`. */
-  encode(node: LayoutNode, x: string, p: Pos): string {
+  /**
+   * Statements writing `x` at fixed position `p`, appending variable data at `v`, never past `end`.
+   * The value was measured before, but a getter, proxy or transform may give something else when
+   * read again here: each value read is checked once more (type, range, and room left before
+   * `end`), so what is written is exactly what was read, and a value that grew between the two
+   * reads fails with PILE_SCHEMA_VIOLATION instead of writing over the next block.
+   */
+  encode(node: LayoutNode, x: string, p: Pos, path: Path): string {
+    const P = renderPath(path);
     switch (node.kind) {
       case 'float64':
-        return `view.setFloat64(${at(p)}, ${x}, true);\n`;
+        return `${this.measure(node, x, path)}view.setFloat64(${at(p)}, ${x}, true);\n`;
       case 'date':
-        return `view.setFloat64(${at(p)}, ${x}.getTime(), true);\n`;
+        return `${this.measure(node, x, path)}view.setFloat64(${at(p)}, ${x}.getTime(), true);\n`;
       case 'int32':
         // -0 would be lost as an int32; the reserved -2^31 keeps the round trip exact.
-        return `view.setInt32(${at(p)}, ${x} === 0 && 1 / ${x} < 0 ? -2147483648 : ${x}, true);\n`;
+        return `${this.measure(node, x, path)}view.setInt32(${at(p)}, ${x} === 0 && 1 / ${x} < 0 ? -2147483648 : ${x}, true);\n`;
       case 'int64':
-        return `view.setBigInt64(${at(p)}, ${x}, true);\n`;
+        return `${this.measure(node, x, path)}view.setBigInt64(${at(p)}, ${x}, true);\n`;
       case 'uint64':
-        return `view.setBigUint64(${at(p)}, ${x}, true);\n`;
+        return `${this.measure(node, x, path)}view.setBigUint64(${at(p)}, ${x}, true);\n`;
       case 'boolean':
-        return `buf[${at(p)}] = ${x} ? 1 : 0;\n`;
+        return `${this.measure(node, x, path)}buf[${at(p)}] = ${x} ? 1 : 0;\n`;
       case 'string': {
         const w = this.id('w');
         // utf8Write encodes straight into the segment and reports the byte count, so no temporary Buffer.
+        // It stops at `end`, short of a whole character: only a write that came within 3 bytes of
+        // `end` can have been cut, and only then is the exact length scanned.
         return (
+          this.measure(node, x, path, false, false) +
           `view.setUint32(${at(p)}, v - o, true);\n` +
-          `const ${w} = ${x}.length === 0 ? 0 : ${UTF8_WRITE(x, 'v')};\n` +
+          `const ${w} = ${x}.length === 0 ? 0 : ${UTF8_WRITE(x, 'v', 'end - v')};\n` +
+          `if (${w} > end - v - 4 && byteLength(${x}) !== ${w}) overflow(${P}, end - o);\n` +
           `view.setUint32(${at(p, 4)}, ${w}, true); v += ${w};\n`
         );
       }
       case 'bytes':
         return (
+          this.measure(node, x, path, false, false) +
+          `if (${x}.byteLength > end - v) overflow(${P}, end - o);\n` +
           `view.setUint32(${at(p)}, v - o, true); view.setUint32(${at(p, 4)}, ${x}.byteLength, true);\n` +
           `buf.set(${x}, v); v += ${x}.byteLength;\n`
         );
       case 'enum': {
         const wide = fixedSize(node) === 2;
+        const expected = JSON.stringify(describeExpected(node));
         const store = (idx: string): string => (wide ? `view.setUint16(${at(p)}, ${idx}, true);` : `buf[${at(p)}] = ${idx};`);
         if (node.values.length > SWITCH_LIMIT) {
           const map = this.constant(new Map(node.values.map((v, i) => [v, i])));
-          return `${store(`${map}.get(${x})`)}\n`;
+          const k = this.id('k');
+          return `const ${k} = ${map}.get(${x});\nif (${k} === undefined) failValue(${P}, ${expected}, ${x});\n${store(k)}\n`;
         }
-        return `switch (${x}) { ${node.values.map((v, i) => `case ${lit(v)}: ${store(String(i))} break;`).join(' ')} }\n`;
+        return `switch (${x}) { ${node.values.map((v, i) => `case ${lit(v)}: ${store(String(i))} break;`).join(' ')} default: failValue(${P}, ${expected}, ${x}); }\n`;
       }
       case 'maybe': {
         const innerSize = fixedSize(node.of);
@@ -273,7 +289,7 @@ class Generator {
         let code = '';
         if (node.optional) code += `if (${x} === undefined) { ${absent(0)}}\nelse `;
         if (node.nullable) code += `if (${x} === null) { ${absent(1)}}\nelse `;
-        return `${code}{\nbuf[${at(p)}] = 2;\n${this.encode(node.of, x, shift(p, 1))}}\n`;
+        return `${code}{\nbuf[${at(p)}] = 2;\n${this.encode(node.of, x, shift(p, 1), path)}}\n`;
       }
       case 'array': {
         const n = this.id('n');
@@ -283,20 +299,22 @@ class Generator {
         const e = this.id('e');
         const stride = fixedSize(node.of);
         return (
+          `if (!Array.isArray(${x})) fail(${P}, "array", ${x});\n` +
           `const ${n} = ${x}.length;\n` +
+          `if (${n} * ${stride} > end - v) overflow(${P}, end - o);\n` +
           `view.setUint32(${at(p)}, v - o, true); view.setUint32(${at(p, 4)}, ${n}, true);\n` +
           `const ${b} = v;\n` +
           (stride > 0 ? `v += ${n} * ${stride};\n` : '') +
           `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${q} = ${b} + ${i} * ${stride}, ${e} = ${x}[${i}];\n` +
-          `${this.encode(node.of, e, { base: q, off: 0 })}}\n`
+          `${this.encode(node.of, e, { base: q, off: 0 }, indexPath(path, i))}}\n`
         );
       }
       case 'object': {
-        let code = '';
+        let code = `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
         let off = 0;
         for (const f of node.fields) {
           const fv = this.id('f');
-          code += `const ${fv} = ${x}[${JSON.stringify(f.name)}];\n${this.encode(f.type, fv, shift(p, off))}`;
+          code += `const ${fv} = ${x}[${JSON.stringify(f.name)}];\n${this.encode(f.type, fv, shift(p, off), childPath(path, f.name))}`;
           off += fixedSize(f.type);
         }
         return code;
@@ -437,7 +455,7 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   // measure: the top-level object check is shared with nested objects.
   const measureBody = g.measure(root, 'x', []);
   const boundBody = g.measure(root, 'x', [], true);
-  const encodeBody = g.encode(root, 'x', rootPos);
+  const encodeBody = g.encode(root, 'x', rootPos, []);
 
   const fast: string[] = [];
   const fastExpr = g.buildObject(fields, rootPos, fast, bytesCtor, undefined);
@@ -482,7 +500,7 @@ function measureBound(x) {
 let s = ${total};
 ${boundBody}return s;
 }
-function encode(x, buf, view, o) {
+function encode(x, buf, view, o, end) {
 view.setUint16(o, ${m}, true);
 let v = o + ${total};
 ${encodeBody}return v;

@@ -53,11 +53,15 @@ export interface CompiledSchema<T> {
    */
   measureBound(value: T): number;
   /**
-   * Writes `value` at `buf[offset..]` and returns the end offset. Call only after {@link measure} succeeded
-   * for the same, unmodified value: it does not re-check types, and writes exactly `measure(value)` bytes.
-   * `view` must be a DataView over the same memory as `buf` (`view.byteOffset === buf.byteOffset`).
+   * Writes `value` at `buf[offset..end)` and returns the end offset; `end - offset` is what
+   * {@link measure} or {@link measureBound} gave (or more). Every field is read once more and checked
+   * as it is written, so a value that changed since it was measured (a getter, a proxy) is written as
+   * read or refused, never past `end`. `view` must be a DataView over the same memory as `buf`
+   * (`view.byteOffset === buf.byteOffset`).
+   * @throws PileError PILE_SCHEMA_VIOLATION when the value no longer fits the shape or `end`; bytes
+   *   in `[offset, end)` may have been written.
    */
-  encode(value: T, buf: Buffer, view: DataView, offset: number): number;
+  encode(value: T, buf: Buffer, view: DataView, offset: number, end: number): number;
   /**
    * Decodes the `length`-byte record at `buf[offset..]`, written by this schema or by an older compatible
    * one (see {@link isCompatibleEvolution}); fields the record lacks are left out of the result.
@@ -99,7 +103,7 @@ type Reader = FieldReader;
 interface GeneratedModule {
   measure(value: unknown): number;
   measureBound(value: unknown): number;
-  encode(value: unknown, buf: Buffer, view: DataView, offset: number): number;
+  encode(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
   decode(buf: Buffer, view: DataView, offset: number, length: number): unknown;
   readers: Reader[];
 }
@@ -126,6 +130,10 @@ function fail(path: string, expected: string, value: unknown): never {
 
 function failValue(path: string, expected: string, value: unknown): never {
   throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: expected ${expected}, got ${showValue(value)}`);
+}
+
+function overflow(path: string, room: number): never {
+  throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: the value changed while it was being stored and no longer fits the ${room} bytes measured for it; nothing is written`);
 }
 
 function corrupt(offset: number, length: number): never {
@@ -209,10 +217,10 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
   const { source, constants, inline } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
-    ['K', 'fail', 'failValue', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
+    ['K', 'fail', 'failValue', 'overflow', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
     source,
   );
-  const gen = factory(constants, fail, failValue, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
+  const gen = factory(constants, fail, failValue, overflow, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
 
   const readers = new Map<PropertyKey, Reader>();
   fields.forEach((f, i) => {

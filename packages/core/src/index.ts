@@ -10,3 +10,4 @@ export type { RecordKind } from './BlockFormat';
 export { compileDescriptor, compileSchema, isCompatibleEvolution } from './SchemaCompiler';
 export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';
 export type { InlineRead } from './SchemaCodegen';
+export { encodeGuard, reentrantError } from './EncodeGuard';

@@ -56,7 +56,7 @@ describe('typed codec (property)', () => {
         expect(codec.measureBound(v)).to.be.at.least(length);
         const buf = Buffer.alloc(offset + length + 8, 0xee);
         const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-        const end = codec.encode(v, buf, view, offset);
+        const end = codec.encode(v, buf, view, offset, offset + length);
         expect(end).to.equal(offset + length);
         expect(buf.subarray(0, offset).every((b) => b === 0xee)).to.equal(true);
         expect(buf.subarray(end).every((b) => b === 0xee)).to.equal(true);
@@ -76,8 +76,8 @@ describe('typed codec (property)', () => {
         const length = codec.measure(v);
         const a = Buffer.alloc(length, 0x00);
         const b = Buffer.alloc(length, 0xff);
-        codec.encode(v, a, new DataView(a.buffer, a.byteOffset, a.byteLength), 0);
-        codec.encode(v, b, new DataView(b.buffer, b.byteOffset, b.byteLength), 0);
+        codec.encode(v, a, new DataView(a.buffer, a.byteOffset, a.byteLength), 0, length);
+        codec.encode(v, b, new DataView(b.buffer, b.byteOffset, b.byteLength), 0, length);
         expect(a.equals(b)).to.equal(true);
       }),
       { numRuns: 200 },

@@ -18,7 +18,7 @@ function write<T>(codec: CompiledSchema<T>, value: T, offset = 16): Written {
   const length = codec.measure(value);
   const buf = Buffer.alloc(offset + length + 16, SENTINEL);
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const end = codec.encode(value, buf, view, offset);
+  const end = codec.encode(value, buf, view, offset, offset + length);
   expect(end - offset).to.equal(length);
   for (let i = 0; i < offset; i++) expect(buf[i], `byte ${i} before the record`).to.equal(SENTINEL);
   for (let i = end; i < buf.length; i++) expect(buf[i], `byte ${i} after the record`).to.equal(SENTINEL);
@@ -40,7 +40,7 @@ function expectViolation<T>(codec: CompiledSchema<T>, value: unknown, text: stri
   expectPileError(
     () => {
       codec.measure(value as T);
-      codec.encode(value as T, buf, view, 8);
+      codec.encode(value as T, buf, view, 8, buf.length);
     },
     'PILE_SCHEMA_VIOLATION',
     text,
@@ -240,7 +240,7 @@ describe('typed codec', () => {
       for (let i = 0; i < 10; i++) {
         const v = { id: i, s: 'x'.repeat(i) };
         const n = codec.measure(v);
-        codec.encode(v, buf, view, off);
+        codec.encode(v, buf, view, off, off + n);
         spots.push([off, n]);
         off = (off + n + 7) & ~7;
       }

@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { createExclusive, ioError } from './FileAccess';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
@@ -26,6 +27,7 @@ export class DirectoryLock {
 
   /**
    * @throws PILE_LOCKED when another live process or another open pile in this process holds it
+   * @throws PILE_IO when the lock file can not be created (read-only file system, permissions, disk full)
    */
   static acquire(dir: string): DirectoryLock {
     // The real path: a second open through a symlink or another spelling is the same pile, and
@@ -87,12 +89,18 @@ function readPid(file: string): number {
  * file that is then hard-linked to the lock name, which fails if the lock exists. So a
  * writer killed at any point leaves either no lock or a lock naming it, never an empty one.
  * False when the lock exists.
- * @throws PILE_LOCKED when the file can not be created at all
+ * @throws PILE_IO when the file can not be created at all (EACCES, EROFS, ENOSPC...), naming the errno
  */
 function createWithPid(file: string): boolean {
   const tmp = `${file}.${process.pid}.tmp`;
+  const pid = Buffer.from(String(process.pid));
+  let fd: number | undefined;
   try {
-    fs.writeFileSync(tmp, String(process.pid));
+    fd = createExclusive(tmp, true);
+    const written = fs.writeSync(fd, pid);
+    fs.closeSync(fd);
+    fd = undefined;
+    if (written !== pid.length) throw new Error(`short write to ${tmp}`);
     try {
       fs.linkSync(tmp, file);
       return true;
@@ -100,17 +108,30 @@ function createWithPid(file: string): boolean {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') return false;
       if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
-    } finally {
-      try { fs.unlinkSync(tmp); } catch { /* already gone */ }
     }
-    // No hard links on this file system: exclusive create, then the pid.
-    const fd = fs.openSync(file, 'wx');
-    try { fs.writeSync(fd, String(process.pid)); } finally { fs.closeSync(fd); }
-    return true;
+  } catch (err) {
+    throw ioError(err, `can not create lock file ${file}`);
+  } finally {
+    if (fd !== undefined) try { fs.closeSync(fd); } catch { /* closed */ }
+    try { fs.unlinkSync(tmp); } catch { /* never made, or gone */ }
+  }
+  // No hard links on this file system: exclusive create, then the pid.
+  let lock: number;
+  try {
+    lock = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o644);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw new PileError('PILE_LOCKED', `can not create lock file ${file}: ${(err as Error).message}`);
+    throw ioError(err, `can not create lock file ${file}`);
   }
+  try {
+    if (fs.writeSync(lock, pid) !== pid.length) throw new Error(`short write to ${file}`);
+  } catch (err) {
+    try { fs.unlinkSync(file); } catch { /* gone */ }
+    throw ioError(err, `can not write lock file ${file}`);
+  } finally {
+    fs.closeSync(lock);
+  }
+  return true;
 }
 
 /** Private files of lock takers that died between creating and removing them. */

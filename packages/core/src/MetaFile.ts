@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { FORMAT_VERSION, META_MAGIC } from './BlockFormat';
+import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
 export const META_FILE_NAME = 'pile.meta';
@@ -37,26 +38,28 @@ export class MetaFile {
    */
   static open(dir: string, readonly: boolean): MetaFile | undefined {
     const file = path.join(dir, META_FILE_NAME);
-    if (!fs.existsSync(file)) return undefined;
-    try {
-      return new MetaFile(file, fs.openSync(file, readonly ? 'r' : 'r+'), readonly);
-    } catch (err) {
-      throw new PileError('PILE_CORRUPT', `meta file ${file} can not be opened: ${(err as Error).message}`);
-    }
+    const fd = openExisting(file, readonly);
+    return fd === undefined ? undefined : new MetaFile(file, fd, readonly);
   }
 
   static create(dir: string, header: MetaHeader): MetaFile {
     const file = path.join(dir, META_FILE_NAME);
     const tmp = `${file}.tmp`;
-    const fd = fs.openSync(tmp, 'w+');
-    const b = Buffer.alloc(CLEAN_STATE_AT);
-    encodeHeader(b, header);
-    fs.writeSync(fd, b, 0, b.length, 0);
-    fs.fsyncSync(fd);
-    fs.closeSync(fd);
-    // A pile directory either has a complete meta file or none: a crash mid-create leaves only the .tmp.
-    fs.renameSync(tmp, file);
-    return new MetaFile(file, fs.openSync(file, 'r+'), false);
+    const fd = createExclusive(tmp, true);
+    try {
+      const b = Buffer.alloc(CLEAN_STATE_AT);
+      encodeHeader(b, header);
+      if (fs.writeSync(fd, b, 0, b.length, 0) !== b.length) throw new Error(`short write to ${tmp}`);
+      fs.fsyncSync(fd);
+      fs.closeSync(fd);
+      // A pile directory either has a complete meta file or none: a crash mid-create leaves only the .tmp.
+      fs.renameSync(tmp, file);
+    } catch (err) {
+      try { fs.closeSync(fd); } catch { /* closed already */ }
+      try { fs.unlinkSync(tmp); } catch { /* gone */ }
+      throw ioError(err, `can not create meta file ${file}`);
+    }
+    return new MetaFile(file, openExisting(file, false)!, false);
   }
 
   /**

@@ -15,7 +15,8 @@ export type PileErrorCode =
   | 'PILE_SCHEMA_MISMATCH'
   | 'PILE_SCHEMA_VIOLATION'
   | 'PILE_INVALID_OPTION'
-  | 'PILE_REENTRANT';
+  | 'PILE_REENTRANT'
+  | 'PILE_IO';
 
 /** The one error class of Pile; `code` says what went wrong, the message names the option, file or offset at fault. */
 export class PileError extends Error {

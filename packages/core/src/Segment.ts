@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import mmap from 'mmap-io';
 import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
+import { createExclusive, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
 const ZERO_CHUNK = 1 << 20;
@@ -95,7 +96,7 @@ export class Segment {
     const file = path.join(dir, segmentFileName(index));
     let fd: number | undefined;
     try {
-      fd = fs.openSync(file, 'w+');
+      fd = createExclusive(file);
       const errno = segmentFiles.reserve(fd, size);
       if (errno !== 0 && !CANNOT_RESERVE.has(errno)) throw new Error(`reserving ${size} bytes failed: ${getSystemErrorName(-errno)} (errno ${errno})`);
       if (errno !== 0) segmentFiles.zeroFill(fd, size);
@@ -110,7 +111,9 @@ export class Segment {
       const buf = mmap.map(size, (mmap.PROT_READ | mmap.PROT_WRITE) as 3, mmap.MAP_SHARED, fd, 0);
       return new Segment(index, file, size, false, buf);
     } catch (err) {
-      try { fs.unlinkSync(file); } catch { /* the file may not exist */ }
+      // Only a file this call created is removed (a refused link or foreign entry stays as it was).
+      if (fd !== undefined) try { fs.unlinkSync(file); } catch { /* already gone */ }
+      if (err instanceof PileError) throw err;
       throw new PileError('PILE_OUT_OF_SPACE', `can not create segment file ${file}: ${(err as Error).message}`);
     } finally {
       if (fd !== undefined) fs.closeSync(fd);
@@ -125,12 +128,7 @@ export class Segment {
    */
   static open(dir: string, index: number, size: number, pileId: number, readonly: boolean): Segment {
     const file = path.join(dir, segmentFileName(index));
-    let fd: number;
-    try {
-      fd = fs.openSync(file, readonly ? 'r' : 'r+');
-    } catch (err) {
-      throw new PileError('PILE_CORRUPT', `segment file ${file} can not be opened: ${(err as Error).message}`);
-    }
+    const fd = openSegmentFile(file, readonly);
     try {
       const st = fs.fstatSync(fd);
       if (st.size !== size) {
@@ -163,12 +161,7 @@ export class Segment {
 
   private map(): void {
     const file = this.file!;
-    let fd: number;
-    try {
-      fd = fs.openSync(file, this.readonlyMap ? 'r' : 'r+');
-    } catch (err) {
-      throw new PileError('PILE_CORRUPT', `segment file ${file} can not be opened: ${(err as Error).message}`);
-    }
+    const fd = openSegmentFile(file, this.readonlyMap);
     try {
       // Checked again: a file cut short since open must be refused here, not met as SIGBUS.
       const st = fs.fstatSync(fd);
@@ -222,4 +215,14 @@ function checkHeader(b: Buffer, file: string, index: number, size: number, pileI
   if (b.readUInt32LE(8) !== index) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
   if (b.readUInt32LE(12) !== size) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
   if (b.readUInt32LE(16) !== pileId) throw new PileError('PILE_CORRUPT', `segment file ${file} belongs to another pile (id at offset 16)`);
+}
+
+/**
+ * @throws PILE_CORRUPT when the file is missing or not a regular file
+ * @throws PILE_IO when it exists but can not be opened (permissions, I/O error)
+ */
+function openSegmentFile(file: string, readonly: boolean): number {
+  const fd = openExisting(file, readonly);
+  if (fd === undefined) throw new PileError('PILE_CORRUPT', `segment file ${file} is missing`);
+  return fd;
 }

@@ -1,3 +1,4 @@
+import { boundedCacheWorkload } from './BoundedCacheWorkload';
 import { cacheWorkload } from './CacheWorkload';
 import { codecWorkload } from './CodecWorkload';
 import { gcWorkload } from './GcWorkload';
@@ -6,7 +7,7 @@ import { restartWorkload } from './RestartWorkload';
 import type { Workload } from './Workload';
 
 /** Every workload, in the order `bench` runs them and the report lists them. */
-export const WORKLOADS: readonly Workload[] = [gcWorkload, codecWorkload, insertWorkload, restartWorkload, cacheWorkload];
+export const WORKLOADS: readonly Workload[] = [gcWorkload, codecWorkload, insertWorkload, restartWorkload, cacheWorkload, boundedCacheWorkload];
 
 export function findWorkload(name: string): Workload {
   const w = WORKLOADS.find((x) => x.name === name);

@@ -49,7 +49,7 @@ describe('benchmarks smoke run', function () {
     const res = spawnSync(process.execPath, [RUN, 'nope', '--out', dir, '--doc', path.join(dir, 'b.md')], { encoding: 'utf8' });
     expect(res.status).to.equal(2);
     expect(res.stderr).to.contain("unknown workload 'nope'");
-    expect(res.stderr).to.contain('gc, codec, insert, restart, cache');
+    expect(res.stderr).to.contain('gc, codec, insert, restart, cache, cache-bounded');
   });
 });
 

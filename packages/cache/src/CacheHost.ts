@@ -19,6 +19,11 @@ export interface CacheHost {
   scratch(n: number): { buf: Buffer; view: DataView };
   /** putRaw that evicts entries (expired first) while the pile is out of space. */
   store(bytes: Uint8Array, tag: number): PilePointer;
+  /**
+   * Memory pressure: frees the expired entries of every table or else evicts a batch, as a put
+   * that finds the pile full does. False when there was nothing to free.
+   */
+  makeRoom(): boolean;
   /** Persists the catalog (table list, capacities, chunk pointers) with a crash-atomic pile.set. */
   saveCatalog(): void;
 }

@@ -9,6 +9,11 @@ import { SlotIndex, TOMBSTONE } from './SlotIndex';
 import { type ResolvedTableOptions, invalidOption } from './TableOptions';
 import { ValueCodec } from './ValueCodec';
 
+/** Eviction candidates a table keeps between evictions. */
+const EVICTION_POOL = 16;
+/** Entries an eviction samples afresh (besides its pool). */
+export const EVICTION_SAMPLES = 3;
+
 /** Slots a speculative put or get probes at most. */
 export const SPECULATIVE_PROBES = 32;
 
@@ -116,8 +121,20 @@ export class CacheTable<V = unknown> {
   /** @internal */ readonly entryTag: number;
   private readonly speculative: boolean;
   private dropped = false;
-  /** A failed grow (out of space) is retried only after this many live entries. */
+  /** Stores so far in this process; after a failed grow (out of space), the next attempt waits for growRetryAt. */
+  private stores = 0;
   private growRetryAt = 0;
+  /** Eviction candidates kept between evictions (see evictOne); typed arrays, no per-entry objects. */
+  private readonly pool = {
+    idx: undefined as SlotIndex | undefined,
+    n: 0,
+    slot: new Float64Array(EVICTION_POOL),
+    ptr: new Float64Array(EVICTION_POOL),
+    prio: new Int32Array(EVICTION_POOL),
+    created: new Float64Array(EVICTION_POOL),
+  };
+  /** Iterations in progress: a shrink waits for them to end, so removing while iterating skips no entry. */
+  private walkers = 0;
   // Result of the last probe: the slot and the pointer in it.
   private fPtr = 0;
   private fOutcome = 0;
@@ -380,19 +397,14 @@ export class CacheTable<V = unknown> {
 
   /**
    * Keys of live (not expired) entries, in slot order. Entries put or removed during the
-   * iteration may or may not be seen; a grow or shrink during it may make a key appear twice or not at all.
+   * iteration may or may not be seen. Removing the key just yielded is safe: every other entry is
+   * still seen once (the table does not shrink while an iteration is open). Removing other keys
+   * may move entries across the iteration point (backward-shift deletion), and a grow (a put
+   * during the iteration) may make a key appear twice or not at all.
    * @throws PILE_CLOSED (also when the cache is closed mid-iteration)
    */
   *keys(): IterableIterator<CacheKey> {
-    for (let i = 0; ; i++) {
-      this.check();
-      const idx = this.idx;
-      if (i >= idx.capacity) return;
-      if (this.liveAt(i)) {
-        const mem = this.host.mem;
-        yield decodeKey(mem.buf[mem.off + E_KEY_TYPE]!, mem.buf, mem.off + E_KEY, mem.view.getUint32(mem.off + E_KEY_LEN, true));
-      }
-    }
+    for (const e of this.walk(false)) yield e[0];
   }
 
   /**
@@ -400,17 +412,69 @@ export class CacheTable<V = unknown> {
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT when a value can not be decoded; PILE_CLOSED
    */
   *entries(): IterableIterator<[CacheKey, V]> {
-    for (let i = 0; ; i++) {
-      this.check();
-      if (i >= this.idx.capacity) return;
-      if (this.liveAt(i)) {
+    for (const e of this.walk(true)) yield e as [CacheKey, V];
+  }
+
+  /**
+   * Live entries in slot order. When the slot just yielded holds another key on resumption (its
+   * entry was removed and a later one shifted back into it), that slot is visited again; a new
+   * record of the same key (a put during the iteration) is not.
+   */
+  private *walk(withValues: boolean): IterableIterator<[CacheKey, V | undefined]> {
+    let last: CacheKey | undefined;
+    let lastPtr = 0;
+    this.check();
+    let idx = this.idx;
+    // Start after an empty slot: a shift moves entries back within their cluster, never across an
+    // empty slot, so from there no removal moves an entry from ahead of the walk to behind it.
+    let start = 0;
+    for (let i = 0; i < idx.capacity; i++) {
+      if (idx.f64[i >>> idx.shift]![3 * (i & idx.mask)] === 0) {
+        start = i;
+        break;
+      }
+    }
+    this.walkers++;
+    try {
+      for (let n = 0; ; ) {
+        this.check();
+        if (this.idx !== idx) {
+          idx = this.idx;
+          start = 0;
+        }
+        if (n >= idx.capacity) return;
+        const i = (start + n) % idx.capacity;
+        if (last !== undefined) {
+          const p = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
+          let revisit = false;
+          if (p > 0 && p !== lastPtr) {
+            const mem = this.host.mem;
+            mem.locate(p);
+            this.host.keys.prepare(last);
+            revisit = !this.host.keys.equals(mem.buf[mem.off + E_KEY_TYPE]!, mem.buf, mem.off + E_KEY, mem.view.getUint32(mem.off + E_KEY_LEN, true));
+          }
+          last = undefined;
+          if (!revisit) {
+            n++;
+            continue;
+          }
+        }
+        if (!this.liveAt(i)) {
+          n++;
+          continue;
+        }
         const mem = this.host.mem;
         const o = mem.off;
         const b = mem.buf;
         const klen = mem.view.getUint32(o + E_KEY_LEN, true);
         const k = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, klen);
-        yield [k, this.values.read(b[o + E_VALUE_KIND]!, b, mem.view, o + E_KEY + align8(klen), mem.view.getUint32(o + E_VALUE_LEN, true))];
+        const v = withValues ? this.values.read(b[o + E_VALUE_KIND]!, b, mem.view, o + E_KEY + align8(klen), mem.view.getUint32(o + E_VALUE_LEN, true)) : undefined;
+        last = k;
+        lastPtr = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
+        yield [k, v];
       }
+    } finally {
+      this.walkers--;
     }
   }
 
@@ -425,9 +489,11 @@ export class CacheTable<V = unknown> {
       const f = idx.f64[c]!;
       for (let s = 0; s < f.length; s += 3) {
         const e = f[s + 1]!;
-        if (e !== 0 && e <= now && f[s]! > 0) {
+        const p = f[s]!;
+        if (e !== 0 && e <= now && p > 0) {
           this.expireSlot(c * idx.chunkSlots + s / 3);
           freed++;
+          if (f[s] !== p) s -= 3; // the backward shift may have moved a later entry into this slot
         }
       }
     }
@@ -436,7 +502,11 @@ export class CacheTable<V = unknown> {
   }
 
   /**
-   * @internal Memory pressure: evicts the lowest-priority, then oldest, of `samples` sampled live entries.
+   * @internal Memory pressure: evicts the lowest-priority, then oldest, entry among `samples`
+   * freshly sampled live entries and the best candidates kept from earlier evictions (a pool of
+   * {@link EVICTION_POOL}, as Redis keeps one): the age lives in the entry record, so each sample
+   * costs a random read of the pile, and the pool gets the choice of many samples for the reads
+   * of a few. A pooled candidate is used only while its slot still holds the same record.
    * Returns false when the table is empty.
    */
   evictOne(samples: number): boolean {
@@ -445,29 +515,62 @@ export class CacheTable<V = unknown> {
     const idx = this.idx;
     const cap = idx.capacity;
     const mem = this.host.mem;
-    let best = -1;
-    let bestPrio = 0;
-    let bestCreated = 0;
-    for (let n = 0; n < samples; n++) {
-      let i = Math.floor(Math.random() * cap);
-      for (let step = 0; step < cap; step++) {
-        if (idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]! > 0) break;
-        if (++i === cap) i = 0;
-      }
+    const pool = this.pool;
+    if (pool.idx !== idx) {
+      pool.idx = idx;
+      pool.n = 0;
+    }
+    // The samples are the live slots that follow one random slot: the entries are as random
+    // (slots are in hash order), and the index is read at one place instead of `samples`.
+    let i = Math.floor(Math.random() * cap);
+    for (let n = 0, step = 0; n < samples && step < cap; step++, i = i + 1 === cap ? 0 : i + 1) {
       const p = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
-      if (p <= 0) return false;
+      if (p <= 0) continue;
+      n++;
+      let known = false;
+      for (let k = 0; k < pool.n; k++) {
+        if (pool.ptr[k] === p) {
+          pool.slot[k] = i; // a backward shift may have moved it
+          known = true;
+        }
+      }
+      if (known) continue;
       const prio = idx.i32[i >>> idx.shift]![6 * (i & idx.mask) + 5]!;
       mem.locate(p);
       const created = mem.view.getFloat64(mem.off + E_CREATED, true);
-      if (best < 0 || prio < bestPrio || (prio === bestPrio && created < bestCreated)) {
-        best = i;
-        bestPrio = prio;
-        bestCreated = created;
-      }
+      let at = pool.n;
+      if (at === EVICTION_POOL) {
+        // Full: the new candidate replaces the pool's least evictable one, if it is more evictable.
+        at = 0;
+        for (let k = 1; k < EVICTION_POOL; k++) {
+          if (pool.prio[k]! > pool.prio[at]! || (pool.prio[k] === pool.prio[at] && pool.created[k]! > pool.created[at]!)) at = k;
+        }
+        if (prio > pool.prio[at]! || (prio === pool.prio[at] && created >= pool.created[at]!)) continue;
+      } else pool.n++;
+      pool.slot[at] = i;
+      pool.ptr[at] = p;
+      pool.prio[at] = prio;
+      pool.created[at] = created;
     }
-    this.removeSlot(best);
-    this.header[S_EVICTED]!++;
-    return true;
+    for (;;) {
+      let best = -1;
+      for (let k = 0; k < pool.n; k++) {
+        if (best < 0 || pool.prio[k]! < pool.prio[best]! || (pool.prio[k] === pool.prio[best] && pool.created[k]! < pool.created[best]!)) best = k;
+      }
+      if (best < 0) return this.evictOne(Math.max(1, samples));
+      const slot = pool.slot[best]!;
+      const held = idx.f64[slot >>> idx.shift]![3 * (slot & idx.mask)] === pool.ptr[best];
+      // Take it out of the pool (the last one moves into its place).
+      pool.n--;
+      pool.slot[best] = pool.slot[pool.n]!;
+      pool.ptr[best] = pool.ptr[pool.n]!;
+      pool.prio[best] = pool.prio[pool.n]!;
+      pool.created[best] = pool.created[pool.n]!;
+      if (!held) continue;
+      this.removeSlot(slot);
+      this.header[S_EVICTED]!++;
+      return true;
+    }
   }
 
   /**
@@ -512,10 +615,48 @@ export class CacheTable<V = unknown> {
       maxSeq = Math.max(maxSeq, v.getFloat64(o + E_SEQ, true));
       count++;
     }
-    h[H_COUNT] = count;
-    h[H_TOMBS] = tombs;
-    h[H_EXPIRING] = expiring;
+    const dup = this.dropDuplicates();
+    h[H_COUNT] = count - dup.count;
+    h[H_TOMBS] = tombs + dup.count;
+    h[H_EXPIRING] = expiring - dup.expiring;
     h[H_SEQ] = Math.max(h[H_SEQ]!, maxSeq + 1);
+  }
+
+  /**
+   * A crash in the middle of a backward shift leaves one entry in two slots of its cluster.
+   * Tombstones the second of each such pair: a tombstone keeps the probe chains through it
+   * intact, so the first copy stays reachable. Returns how many slots it cleared and how many
+   * of them carried an expiry.
+   */
+  private dropDuplicates(): { count: number; expiring: number } {
+    const idx = this.idx;
+    const cap = idx.capacity;
+    // Start after an empty slot, so that no cluster is split by the wrap around the end.
+    let start = 0;
+    for (let i = 0; i < cap; i++) {
+      if (idx.f64[i >>> idx.shift]![3 * (i & idx.mask)] === 0) {
+        start = i + 1;
+        break;
+      }
+    }
+    const cluster = new Set<number>();
+    let count = 0;
+    let expiring = 0;
+    for (let n = 0, i = start % cap; n < cap; n++, i = i + 1 === cap ? 0 : i + 1) {
+      const c = i >>> idx.shift;
+      const s = i & idx.mask;
+      const p = idx.f64[c]![3 * s]!;
+      if (p === 0) cluster.clear();
+      else if (p > 0) {
+        if (!cluster.has(p)) cluster.add(p);
+        else {
+          idx.f64[c]![3 * s] = TOMBSTONE;
+          count++;
+          if (idx.f64[c]![3 * s + 1] !== 0) expiring++;
+        }
+      }
+    }
+    return { count, expiring };
   }
 
   /** @internal True when `ptr` (an entry record of this table) is the one the index holds for its key. */
@@ -599,6 +740,7 @@ export class CacheTable<V = unknown> {
   /** Stores the entry in scratch[0..len) for the prepared key and publishes it in the index. */
   private storeEncoded(len: number, priority: number, expiresAt: number, count: boolean): PutResult {
     const host = this.host;
+    this.stores++;
     this.ensureRoom();
     let slot = this.decide(priority);
     if (this.fOutcome === OUTCOME_COLLISION || this.fOutcome === OUTCOME_OVERWRITE) {
@@ -606,9 +748,9 @@ export class CacheTable<V = unknown> {
       const cap = this.idx.capacity;
       const o = this.meta.options;
       const count = this.header[H_COUNT]!;
-      if (cap < o.maxCapacity && count >= cap * o.loadFactorHigh * 0.5 && count + 1 >= this.growRetryAt) {
+      if (cap < o.maxCapacity && count >= cap * o.loadFactorHigh * 0.5 && this.stores >= this.growRetryAt) {
         if (this.rehash(Math.min(o.maxCapacity, Math.max(cap + 1, Math.ceil(cap * o.growthFactor))))) this.header[S_GROWS]!++;
-        else this.growRetryAt = count + 1 + Math.max(64, Math.ceil(count / 8));
+        else this.growRetryAt = this.stores + Math.max(64, Math.ceil(count / 8));
         slot = this.decide(priority);
       }
     }
@@ -683,7 +825,7 @@ export class CacheTable<V = unknown> {
     }
     if (!this.speculative) {
       // Full because the pile had no room to grow the index: memory pressure, so evict one of ours.
-      if (cap < this.meta.options.maxCapacity && this.evictOne(8)) return this.decide(priority);
+      if (cap < this.meta.options.maxCapacity && this.evictOne(EVICTION_SAMPLES)) return this.decide(priority);
       throw new PileError('PILE_OUT_OF_SPACE', `durable cache table '${this.meta.name}' is full (${cap} slots, maxCapacity ${this.meta.options.maxCapacity})`);
     }
     // Every probed slot is taken: an expired entry is free for the taking, else the lowest priority not above ours.
@@ -696,7 +838,9 @@ export class CacheTable<V = unknown> {
       const s = i & idx.mask;
       const e = idx.f64[c]![3 * s + 1]!;
       if (e !== 0 && e <= now) {
-        this.expireSlot(i);
+        // Refilled at once: a backward shift here could move another entry into slot i.
+        this.vacateSlot(i);
+        this.header[S_EXPIRED]!++;
         this.fOutcome = OUTCOME_INSERT;
         return i;
       }
@@ -759,8 +903,29 @@ export class CacheTable<V = unknown> {
     return true;
   }
 
-  /** Tombstones slot i first, then frees its record: a crash in between leaves an orphan that recovery frees. */
+  /**
+   * Empties slot i by backward-shift deletion (Knuth's algorithm R for linear probing): each later
+   * entry of the cluster that may live closer to its home moves back into the hole, so removals
+   * leave no tombstones and probe lengths stay those of the live load, however many entries an
+   * evicting cache turns over. Then frees the record. A move writes the slot's caches, then its
+   * pointer, and only then reuses the source slot: a crash mid-shift can leave one entry in two
+   * slots (which {@link recoverIndex} reduces to one), never an unreachable entry; the removed
+   * record, no longer referenced, is an orphan that recovery frees.
+   */
   private removeSlot(i: number): void {
+    const idx = this.idx;
+    const c = i >>> idx.shift;
+    const s = i & idx.mask;
+    const p = idx.f64[c]![3 * s]!;
+    const h = this.header;
+    h[H_COUNT]!--;
+    if (idx.f64[c]![3 * s + 1] !== 0) h[H_EXPIRING]!--;
+    this.shiftInto(i);
+    this.host.pile.delete(p as PilePointer);
+  }
+
+  /** Removes slot i's entry leaving a tombstone, for a slot the caller refills at once. */
+  private vacateSlot(i: number): void {
     const idx = this.idx;
     const c = i >>> idx.shift;
     const s = i & idx.mask;
@@ -773,13 +938,53 @@ export class CacheTable<V = unknown> {
     this.host.pile.delete(p as PilePointer);
   }
 
+  /** The backward shift of {@link removeSlot}: fills hole `i` from later slots of its cluster, empties the last hole. */
+  private shiftInto(i: number): void {
+    const idx = this.idx;
+    const cap = idx.capacity;
+    const shift = idx.shift;
+    const mask = idx.mask;
+    let hole = i;
+    let j = i;
+    for (let n = 1; n < cap; n++) {
+      if (++j === cap) j = 0;
+      const jc = j >>> shift;
+      const js = j & mask;
+      const p = idx.f64[jc]![3 * js]!;
+      if (p === 0) break;
+      // A tombstone (left by recovery or an older version) needs no reaching: probe on past it.
+      if (p < 0) continue;
+      const home = idx.home(idx.u32[jc]![6 * js + 4]!);
+      // The entry stays when its home lies cyclically in (hole, j]: moving it before its home would lose it.
+      if (hole <= j ? hole < home && home <= j : hole < home || home <= j) continue;
+      const hc = hole >>> shift;
+      const hs = hole & mask;
+      idx.u32[hc]![6 * hs + 4] = idx.u32[jc]![6 * js + 4]!;
+      idx.i32[hc]![6 * hs + 5] = idx.i32[jc]![6 * js + 5]!;
+      idx.f64[hc]![3 * hs + 1] = idx.f64[jc]![3 * js + 1]!;
+      idx.f64[hc]![3 * hs] = p;
+      hole = j;
+    }
+    const hc = hole >>> shift;
+    const hs = hole & mask;
+    idx.f64[hc]![3 * hs] = 0;
+    idx.f64[hc]![3 * hs + 1] = 0;
+    idx.u32[hc]![6 * hs + 4] = 0;
+    idx.i32[hc]![6 * hs + 5] = 0;
+  }
+
   private expireSlot(i: number): void {
     if (this.host.readonly) return;
     this.removeSlot(i);
     this.header[S_EXPIRED]!++;
   }
 
-  /** Grows (or purges tombstones) before an insert would pass loadFactorHigh. */
+  /**
+   * Before an insert would pass loadFactorHigh: grows, or purges tombstones (only recovery and
+   * tables written by older versions have any: removals shift entries back instead). A durable
+   * table whose index can not grow for lack of memory evicts one of its own entries instead of
+   * filling its index past loadFactorHigh, where linear probing slows down sharply.
+   */
   private ensureRoom(): void {
     const h = this.header;
     const count = h[H_COUNT]!;
@@ -789,17 +994,31 @@ export class CacheTable<V = unknown> {
     const high = cap * o.loadFactorHigh;
     if (count + tombs + 1 <= high) return;
     if (count + 1 > high * 0.75 && cap < o.maxCapacity) {
-      if (count + 1 < this.growRetryAt) return;
-      const target = Math.min(o.maxCapacity, Math.max(cap + 1, Math.ceil(cap * o.growthFactor)));
-      if (this.rehash(target)) h[S_GROWS]!++;
-      else this.growRetryAt = count + 1 + Math.max(64, Math.ceil(count / 8));
+      if (this.stores >= this.growRetryAt) {
+        if (this.grow()) return;
+        if (!this.speculative && this.host.makeRoom() && this.grow()) return;
+        this.growRetryAt = this.stores + Math.max(64, Math.ceil(count / 8));
+      }
+      if (tombs > 0 && tombs >= Math.max(1, cap * 0.05, (cap - count) / 2)) this.rehash(cap);
+      // Still past loadFactorHigh in a durable table: a batch of memory-pressure evictions, then one of ours.
+      if (!this.speculative && h[H_COUNT]! + h[H_TOMBS]! + 1 > high && !(this.host.makeRoom() && h[H_COUNT]! + h[H_TOMBS]! + 1 <= high)) this.evictOne(EVICTION_SAMPLES);
     } else if (tombs >= Math.max(1, cap * 0.05, (cap - count) / 2)) {
       // Tombstones, not live entries, fill the table: rebuild it at the same size (amortised over those removes).
       this.rehash(cap);
     }
   }
 
+  /** One grow step; false when the pile has no room for the bigger index. */
+  private grow(): boolean {
+    const o = this.meta.options;
+    const cap = this.idx.capacity;
+    if (!this.rehash(Math.min(o.maxCapacity, Math.max(cap + 1, Math.ceil(cap * o.growthFactor))))) return false;
+    this.header[S_GROWS]!++;
+    return true;
+  }
+
   private maybeShrink(): void {
+    if (this.walkers > 0) return;
     const o = this.meta.options;
     const cap = this.idx.capacity;
     const count = this.header[H_COUNT]!;

@@ -1,6 +1,6 @@
 import { Pile, PileError, compileSchema, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
-import { CacheTable, type TableMeta, type TableStats } from './CacheTable';
+import { CacheTable, EVICTION_SAMPLES, type TableMeta, type TableStats } from './CacheTable';
 import {
   H_COUNT, H_STATS, H_VERSION, HEADER_VERSION, HEADER_WORDS, MAX_TABLE_ID, STAT_NAMES, TAG_CHUNK, TAG_ENTRY, TAG_HEADER,
   TAG_MARK, tagOf,
@@ -381,8 +381,9 @@ export class PileCache implements CacheHost {
    * The pile is full: frees expired entries of all tables, or else evicts a batch of entries,
    * each the lowest-priority then oldest of 8 sampled from a table picked in proportion to its
    * size. False when there is nothing left to free.
+   * @internal
    */
-  private makeRoom(): boolean {
+  makeRoom(): boolean {
     this.evictions++;
     const tables = [...this.byName.values()];
     const now = this.clock();
@@ -402,7 +403,7 @@ export class PileCache implements CacheHost {
         r -= t.header[H_COUNT]!;
         if (r < 0) break;
       }
-      if (!pick.evictOne(8)) continue;
+      if (!pick.evictOne(EVICTION_SAMPLES)) continue;
       evicted++;
       total--;
     }

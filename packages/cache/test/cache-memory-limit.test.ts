@@ -41,6 +41,23 @@ describe('cache memory limit', () => {
     pile.close();
   });
 
+  it('evicts the oldest first: the entries put last survive a turnover of the whole cache', () => {
+    const cache = openCache({ segmentSize: SEG, maxMemory: 3 * SEG, sweepIntervalSec: 0 });
+    for (const mode of ['durable', 'speculative'] as const) {
+      const t = cache.table<string>(mode, { collisionMode: mode });
+      const value = 'v'.repeat(100);
+      let i = 0;
+      while (t.stats.evicted === 0) t.put(i++, value);
+      const fit = t.count;
+      for (let n = 0; n < 3 * fit; n++) t.put(i++, value);
+      let recent = 0;
+      for (let k = i - Math.floor(fit / 10); k < i; k++) if (t.has(k)) recent++;
+      expect(recent / Math.floor(fit / 10), mode).to.be.at.least(0.95);
+      cache.dropTable(mode);
+    }
+    cache.close();
+  });
+
   it('throws PILE_TOO_LARGE for an entry bigger than a segment, storing nothing', () => {
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
     const t = cache.table<Uint8Array>('t');

@@ -647,7 +647,7 @@ export class Pile implements Iterable<PileEntry> {
       this.meta?.sync();
       for (let i = before - 1; i >= keep; i--) {
         const file = this.segments[i]!.file;
-        this.segments.pop();
+        this.segments.pop()!.release();
         if (file !== undefined) fs.rmSync(file, { force: true });
         onProgress?.({ phase: 'release', done: before - i, total: before - keep });
       }
@@ -1662,7 +1662,7 @@ export class Pile implements Iterable<PileEntry> {
     this.meta = undefined;
     this.lock?.release();
     this.lock = undefined;
-    // mmap-io unmaps when a mapping's Buffer is collected: drop every reference to them.
+    // Unmaps every segment now: the memory returns at once, and views still held anywhere become empty.
     for (const seg of this.segments) seg.release();
     this.segments.length = 0;
     this.hSeg = this.dSeg = undefined as unknown as Segment;

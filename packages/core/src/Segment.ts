@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
-import mmap from 'mmap-io';
+import { native, type Mapping } from '@pile/native';
 import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
 import { createExclusive, openExisting } from './FileAccess';
 import { PileError } from './PileError';
@@ -10,10 +10,10 @@ import { PileError } from './PileError';
 const ZERO_CHUNK = 1 << 20;
 /**
  * Whether pages can be faulted in ahead of the writer on a libuv worker (MADV_POPULATE_WRITE,
- * Linux 5.14+, through the function Pile's patch adds to mmap-io). Only on the main thread: a
- * worker thread that is terminated while such a job runs would close its event loop with a
- * request still open, which Node treats as fatal. Decided on first use, so that a process that
- * only reads (a warm restart) does not load node:worker_threads.
+ * Linux 5.14+, through @pile/native's Mapping.populate). Only on the main thread: a worker thread
+ * that is terminated while such a job runs would close its event loop with a request still open,
+ * which Node treats as fatal. Decided on first use, so that a process that only reads (a warm
+ * restart) does not load node:worker_threads.
  */
 let canPopulate: boolean | undefined;
 const EMPTY = Buffer.alloc(0);
@@ -26,18 +26,33 @@ const CANNOT_RESERVE = new Set([osConstants.errno.EOPNOTSUPP, osConstants.errno.
 
 /**
  * How a new segment file gets its disk space; an object so that tests can replace a step.
- * `reserve` is posix_fallocate (through the function Pile's patch adds to mmap-io): the blocks are
- * allocated, unwritten, in well under a millisecond. `zeroFill` writes the file full of zeros
- * (60 to 165 ms for 64 MiB on this machine), for file systems that can not reserve.
+ * `reserve` is posix_fallocate (through @pile/native): the blocks are allocated, unwritten, in
+ * well under a millisecond. `zeroFill` writes the file full of zeros (60 to 165 ms for 64 MiB on
+ * this machine), for file systems that can not reserve; `write` is its one write (fs.writeSync).
  */
 export const segmentFiles = {
   /** 0, or the errno of the failure. */
   reserve(fd: number, size: number): number {
-    return mmap.reserve(fd, size);
+    return native.reserve(fd, size);
   },
+  /** Bytes written; fewer than asked when the disk fills up mid-write. */
+  write(fd: number, buf: Buffer, offset: number, length: number, position: number): number {
+    return fs.writeSync(fd, buf, offset, length, position);
+  },
+  /**
+   * Writes zeros over [0, size). A short write is carried on from where it stopped; one that
+   * writes nothing means the disk is full. A file left short would be mapped past its end,
+   * and the first store there would kill the process with SIGBUS.
+   * @throws Error with code ENOSPC when no more can be written
+   */
   zeroFill(fd: number, size: number): void {
     const zeros = Buffer.alloc(Math.min(ZERO_CHUNK, size));
-    for (let pos = 0; pos < size; pos += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - pos), pos);
+    let pos = 0;
+    while (pos < size) {
+      const n = segmentFiles.write(fd, zeros, 0, Math.min(zeros.length, size - pos), pos);
+      if (!(n > 0)) throw Object.assign(new Error(`no space left: ${pos} of ${size} bytes written (ENOSPC)`), { code: 'ENOSPC' });
+      pos += n;
+    }
   },
 };
 
@@ -60,6 +75,8 @@ export class Segment {
   view: DataView = EMPTY_VIEW;
   /** True once the views above cover the segment. */
   mapped = false;
+  /** The memory under the views; unmapped by release(). */
+  private mapping: Mapping | undefined;
 
   private constructor(
     readonly index: number,
@@ -67,9 +84,9 @@ export class Segment {
     readonly file: string | undefined,
     private readonly size: number,
     private readonly readonlyMap: boolean,
-    buf: Buffer | undefined,
+    mapping: Mapping | undefined,
   ) {
-    if (buf !== undefined) this.attach(buf);
+    if (mapping !== undefined) this.attach(mapping);
   }
 
   /** This segment, mapped first if it is not yet. @throws PILE_CORRUPT when its file changed since open */
@@ -78,9 +95,19 @@ export class Segment {
     return this;
   }
 
-  /** A segment in process memory outside the V8 heap (Buffer.alloc of this size is external). */
+  /**
+   * A segment in process memory outside the V8 heap: private anonymous pages, zero until
+   * written, returned to the system by release() without waiting for a GC.
+   * @throws PILE_OUT_OF_SPACE when the memory can not be mapped
+   */
   static inMemory(index: number, size: number, pileId: number): Segment {
-    const seg = new Segment(index, undefined, size, false, Buffer.alloc(size));
+    let mapping: Mapping;
+    try {
+      mapping = new native.Mapping(-1, size, 0, true);
+    } catch (err) {
+      throw new PileError('PILE_OUT_OF_SPACE', `can not map ${size} bytes of memory for segment ${index}: ${(err as Error).message}`);
+    }
+    const seg = new Segment(index, undefined, size, false, mapping);
     seg.writeHeader(size, pileId);
     return seg;
   }
@@ -100,6 +127,9 @@ export class Segment {
       const errno = segmentFiles.reserve(fd, size);
       if (errno !== 0 && !CANNOT_RESERVE.has(errno)) throw new Error(`reserving ${size} bytes failed: ${getSystemErrorName(-errno)} (errno ${errno})`);
       if (errno !== 0) segmentFiles.zeroFill(fd, size);
+      // Whole or refused: a file shorter than the mapping would end in SIGBUS, not an error.
+      const written = fs.fstatSync(fd).size;
+      if (written !== size) throw new Error(`the file is ${written} bytes after filling, expected ${size}`);
       // The segment header plus the header of one free block over the rest (word1 0 = free,
       // generation 0): a crash after the meta file counts this segment, before the allocator
       // writes to it, leaves a walkable segment rather than a zero block size that recovery
@@ -108,8 +138,7 @@ export class Segment {
       writeHeaderInto(header, index, size, pileId);
       header.writeUInt32LE(size - SEGMENT_HEADER_SIZE, SEGMENT_HEADER_SIZE);
       fs.writeSync(fd, header, 0, header.length, 0);
-      const buf = mmap.map(size, (mmap.PROT_READ | mmap.PROT_WRITE) as 3, mmap.MAP_SHARED, fd, 0);
-      return new Segment(index, file, size, false, buf);
+      return new Segment(index, file, size, false, new native.Mapping(fd, size, 0, true, file));
     } catch (err) {
       // Only a file this call created is removed (a refused link or foreign entry stays as it was).
       if (fd !== undefined) try { fs.unlinkSync(file); } catch { /* already gone */ }
@@ -150,13 +179,16 @@ export class Segment {
    * it is done. Does nothing where the kernel can not (see canPopulate) or before the segment is mapped.
    */
   populate(from: number, to: number): void {
-    canPopulate ??= mmap.populate_supported() && (require('node:worker_threads') as typeof import('node:worker_threads')).isMainThread;
-    if (canPopulate && this.mapped && !this.readonlyMap && to > from) mmap.populate_async(this.buf, from, to - from);
+    canPopulate ??= native.populateSupported() && (require('node:worker_threads') as typeof import('node:worker_threads')).isMainThread;
+    if (canPopulate && this.mapped && !this.readonlyMap && to > from) this.mapping!.populate(from, to - from);
   }
 
-  /** msync: the segment's pages reach the disk before this returns. An unmapped segment has none to write. */
+  /**
+   * msync: the segment's pages reach the disk before this returns. An unmapped segment has none to write.
+   * @throws Error naming the errno (EIO, ...) and the file when the kernel can not write them
+   */
   sync(): void {
-    if (this.file !== undefined && this.mapped) mmap.sync(this.buf, 0, this.buf.length, true, false);
+    if (this.file !== undefined && this.mapped) this.mapping!.sync();
   }
 
   private map(): void {
@@ -168,14 +200,22 @@ export class Segment {
       if (st.size !== this.size) {
         throw new PileError('PILE_CORRUPT', `segment file ${file} is ${st.size} bytes, expected ${this.size} (truncated or damaged)`);
       }
-      const prot = this.readonlyMap ? mmap.PROT_READ : ((mmap.PROT_READ | mmap.PROT_WRITE) as 3);
-      this.attach(mmap.map(this.size, prot, mmap.MAP_SHARED, fd, 0));
+      let mapping: Mapping;
+      try {
+        mapping = new native.Mapping(fd, this.size, 0, !this.readonlyMap, file);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code === 'ENOMEM' ? 'PILE_OUT_OF_SPACE' : 'PILE_CORRUPT';
+        throw new PileError(code, `segment file ${file} can not be mapped: ${(err as Error).message}`);
+      }
+      this.attach(mapping);
     } finally {
       fs.closeSync(fd);
     }
   }
 
-  private attach(buf: Buffer): void {
+  private attach(mapping: Mapping): void {
+    const buf = mapping.buffer;
+    this.mapping = mapping;
     this.buf = buf;
     this.u32 = new Uint32Array(buf.buffer, buf.byteOffset, buf.length >>> 2);
     this.f64 = new Float64Array(buf.buffer, buf.byteOffset, buf.length >>> 3);
@@ -183,8 +223,15 @@ export class Segment {
     this.mapped = true;
   }
 
-  /** Drops the views: mmap-io unmaps when the last reference to the mapping is collected. */
+  /**
+   * Unmaps the segment at once: its memory goes back to the system without waiting for a GC.
+   * Every view of it still held anywhere (a Buffer from rawBuffer, a typed array kept by a
+   * cache or graph handle) becomes empty, so a stale access reads undefined or throws a
+   * RangeError instead of touching unmapped memory.
+   */
   release(): void {
+    this.mapping?.unmap();
+    this.mapping = undefined;
     this.buf = EMPTY;
     this.u32 = EMPTY_U32;
     this.f64 = EMPTY_F64;

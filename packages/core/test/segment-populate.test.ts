@@ -3,17 +3,16 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import mmap from 'mmap-io';
+import { native, type Mapping } from '@pile/native';
 import { z } from 'zod';
 import { openPile, type Pile } from '../src';
 import { Segment } from '../src/Segment';
 import { buildCore } from './fixtures/build-core';
 
 // Pages of fresh segment memory are faulted in ahead of the writer on a libuv worker
-// (MADV_POPULATE_WRITE through the function Pile's patch adds to mmap-io).
+// (MADV_POPULATE_WRITE through @pile/native's Mapping.populate).
 
 const CHUNK = 1 << 20;
-// Above glibc's largest mmap threshold, so each buffer is fresh anonymous memory, never reused heap.
 const BIG = 64 << 20;
 const PAGE = 4096;
 
@@ -23,10 +22,18 @@ function mainThreadFaults(): number {
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7]);
 }
 
-function populate(buf: Buffer, offset: number, length: number): Promise<number> {
+function populate(m: Mapping, offset: number, length: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    if (!mmap.populate_async(buf, offset, length, resolve)) reject(new Error('populate_async queued nothing'));
+    if (!m.populate(offset, length, resolve)) reject(new Error('populate queued nothing'));
   });
+}
+
+/** Fresh anonymous memory, unmapped after the test. */
+const mappings: Mapping[] = [];
+function fresh(size: number): Mapping {
+  const m = new native.Mapping(-1, size, 0, true);
+  mappings.push(m);
+  return m;
 }
 
 function touchPages(buf: Buffer): void {
@@ -36,13 +43,16 @@ function touchPages(buf: Buffer): void {
 describe('segment pages faulted in ahead of the writer', function () {
   this.timeout(60_000);
 
-  describe('mmap-io populate_async (patched in)', () => {
+  describe('Mapping.populate', () => {
     before(function () {
-      if (!mmap.populate_supported()) this.skip();
+      if (!native.populateSupported()) this.skip();
+    });
+    afterEach(() => {
+      for (const m of mappings.splice(0)) m.unmap();
     });
 
     it('faults the pages in on a worker: the main thread then writes them without faults', async function () {
-      const cold = Buffer.alloc(BIG);
+      const cold = fresh(BIG).buffer;
       let f = mainThreadFaults();
       touchPages(cold);
       const coldFaults = mainThreadFaults() - f;
@@ -50,16 +60,18 @@ describe('segment pages faulted in ahead of the writer', function () {
       // kernel backed it with huge pages (then there is no per-page cost to take away).
       if (coldFaults < BIG / PAGE / 2) this.skip();
 
-      const warm = Buffer.alloc(BIG);
-      expect(await populate(warm, 0, warm.length)).to.equal(0);
+      const m = fresh(BIG);
+      const warm = m.buffer;
+      expect(await populate(m, 0, warm.length)).to.equal(0);
       f = mainThreadFaults();
       touchPages(warm);
       expect(mainThreadFaults() - f).to.be.lessThan(BIG / PAGE / 20);
     });
 
     it('never changes a byte, while the main thread writes the same pages', async () => {
-      const buf = Buffer.alloc(BIG);
-      const done = populate(buf, 0, buf.length);
+      const m = fresh(BIG);
+      const buf = m.buffer;
+      const done = populate(m, 0, buf.length);
       for (let i = 0; i < buf.length; i += 61) buf[i] = (i % 251) + 1;
       expect(await done).to.equal(0);
       for (let i = 0; i < buf.length; i++) {
@@ -67,13 +79,23 @@ describe('segment pages faulted in ahead of the writer', function () {
       }
     });
 
-    it('refuses a range outside the buffer and arguments of the wrong type', () => {
-      const buf = Buffer.alloc(PAGE * 4);
-      expect(() => mmap.populate_async(buf, PAGE, PAGE * 4)).to.throw(RangeError);
-      expect(() => mmap.populate_async(buf, -1, PAGE)).to.throw(RangeError);
-      expect(() => (mmap.populate_async as (...a: unknown[]) => boolean)({}, 0, 1)).to.throw(/populate_async\(\) takes/);
+    it('refuses a range outside the mapping and arguments of the wrong type', () => {
+      const m = fresh(PAGE * 4);
+      expect(() => m.populate(PAGE, PAGE * 4)).to.throw(RangeError);
+      expect(() => m.populate(-1, PAGE)).to.throw(TypeError);
+      expect(() => (m.populate as (...a: unknown[]) => boolean)(0, PAGE, 'not a function')).to.throw(/done must be a function/);
       // Less than one whole page inside the range: nothing to do, nothing queued.
-      expect(mmap.populate_async(buf, 1, PAGE)).to.equal(false);
+      expect(m.populate(1, PAGE)).to.equal(false);
+    });
+
+    it('keeps the memory mapped until a job queued before unmap() is done', async () => {
+      const m = fresh(BIG);
+      const done = populate(m, 0, BIG);
+      m.unmap();
+      expect(m.buffer.length).to.equal(0);
+      // Either it ran before the unmap (0) or found the mapping released and did nothing (ENXIO).
+      expect([0, os.constants.errno.ENXIO]).to.include(await done);
+      expect(() => m.populate(0, PAGE)).to.throw(/unmapped/);
     });
   });
 

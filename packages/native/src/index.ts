@@ -1,0 +1,2 @@
+export { native } from './NativeBinding';
+export type { Mapping, NativeBinding } from './NativeBinding';

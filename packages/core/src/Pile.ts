@@ -1521,6 +1521,14 @@ export class Pile implements Iterable<PileEntry> {
 
   private load(segmentCount: number, clean: boolean, onProgress: PileOptions['onProgress']): void {
     const dir = this.dir!;
+    if (!this.readonly && segmentCount > 0 && Segment.isShortAndEmpty(dir, segmentCount - 1, this.segmentSize, this.pileId)) {
+      // The last segment's file was never made whole and holds no record: uncount it (the loop
+      // below deletes its file) and recover, since a clean state may name its free block.
+      segmentCount--;
+      this.meta!.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount, clean: false });
+      this.meta!.sync();
+      clean = false;
+    }
     for (let i = 0; i < segmentCount; i++) {
       this.segments.push(Segment.open(dir, i, this.segmentSize, this.pileId, this.readonly));
     }

@@ -3,7 +3,7 @@ import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import { native, type Mapping } from '@pile/native';
-import { FORMAT_VERSION, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC } from './BlockFormat';
+import { FORMAT_VERSION, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, STATE_FREE, stateOf } from './BlockFormat';
 import { createExclusive, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
@@ -167,6 +167,47 @@ export class Segment {
       fs.readSync(fd, header, 0, header.length, 0);
       checkHeader(header, file, index, size, pileId);
       return new Segment(index, file, size, readonly, undefined);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  /**
+   * True when the file of segment `index` is shorter than a segment and holds no record: what a
+   * segment whose filling stopped on a full disk leaves (versions before the checked zero-fill
+   * counted it in the meta file anyway, and died with SIGBUS on its first store past the end).
+   * Every block header that lies wholly inside the file must be a free block of a sane size, and
+   * the header, if present, this pile's. Such a segment held no acknowledged data: the open drops it.
+   */
+  static isShortAndEmpty(dir: string, index: number, size: number, pileId: number): boolean {
+    const file = path.join(dir, segmentFileName(index));
+    let fd: number;
+    try {
+      fd = fs.openSync(file, 'r');
+    } catch {
+      return false;
+    }
+    try {
+      const length = fs.fstatSync(fd).size;
+      if (length >= size) return false;
+      const bytes = Buffer.alloc(length);
+      let got = 0;
+      while (got < length) {
+        const n = fs.readSync(fd, bytes, got, length - got, got);
+        if (n <= 0) return false;
+        got += n;
+      }
+      if (length < SEGMENT_HEADER_SIZE) return true;
+      if (bytes.readUInt32LE(0) !== SEGMENT_MAGIC || bytes.readUInt32LE(8) !== index || bytes.readUInt32LE(12) !== size || bytes.readUInt32LE(16) !== pileId) {
+        return false;
+      }
+      for (let off = SEGMENT_HEADER_SIZE; off + 8 <= length;) {
+        const blockSize = bytes.readUInt32LE(off);
+        if (blockSize < MIN_BLOCK_SIZE || (blockSize & 7) !== 0 || off + blockSize > size) return false;
+        if (stateOf(bytes.readUInt32LE(off + 4)) !== STATE_FREE) return false;
+        off += blockSize;
+      }
+      return true;
     } finally {
       fs.closeSync(fd);
     }

@@ -176,8 +176,8 @@ export class Segment {
    * True when the file of segment `index` is shorter than a segment and holds no record: what a
    * segment whose filling stopped on a full disk leaves (versions before the checked zero-fill
    * counted it in the meta file anyway, and died with SIGBUS on its first store past the end).
-   * Every block header that lies wholly inside the file must be a free block of a sane size, and
-   * the header, if present, this pile's. Such a segment held no acknowledged data: the open drops it.
+   * The file must hold this pile's segment header and every block header that lies wholly inside
+   * it must be a free block of a sane size. Such a segment held no acknowledged data: the open drops it.
    */
   static isShortAndEmpty(dir: string, index: number, size: number, pileId: number): boolean {
     const file = path.join(dir, segmentFileName(index));
@@ -197,7 +197,8 @@ export class Segment {
         if (n <= 0) return false;
         got += n;
       }
-      if (length < SEGMENT_HEADER_SIZE) return true;
+      // Without its header and first block header nothing tells what the file held: damage, refused.
+      if (length < SEGMENT_HEADER_SIZE + 8) return false;
       if (bytes.readUInt32LE(0) !== SEGMENT_MAGIC || bytes.readUInt32LE(8) !== index || bytes.readUInt32LE(12) !== size || bytes.readUInt32LE(16) !== pileId) {
         return false;
       }

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import { native, type Mapping } from '@pile/native';
 import { FORMAT_VERSION, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, STATE_FREE, stateOf } from './BlockFormat';
-import { createExclusive, openExisting } from './FileAccess';
+import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
 const ZERO_CHUNK = 1 << 20;
@@ -89,7 +89,11 @@ export class Segment {
     if (mapping !== undefined) this.attach(mapping);
   }
 
-  /** This segment, mapped first if it is not yet. @throws PILE_CORRUPT when its file changed since open */
+  /**
+   * This segment, mapped first if it is not yet.
+   * @throws PILE_CORRUPT when its file changed since open
+   * @throws PILE_OUT_OF_SPACE when the address space is exhausted (ENOMEM), PILE_IO for other mmap errors
+   */
   use(): this {
     if (!this.mapped) this.map();
     return this;
@@ -181,12 +185,13 @@ export class Segment {
    */
   static isShortAndEmpty(dir: string, index: number, size: number, pileId: number): boolean {
     const file = path.join(dir, segmentFileName(index));
-    let fd: number;
+    let fd: number | undefined;
     try {
-      fd = fs.openSync(file, 'r');
+      fd = openExisting(file, true);
     } catch {
-      return false;
+      return false; // the open that follows reports it
     }
+    if (fd === undefined) return false;
     try {
       const length = fs.fstatSync(fd).size;
       if (length >= size) return false;
@@ -227,10 +232,15 @@ export class Segment {
 
   /**
    * msync: the segment's pages reach the disk before this returns. An unmapped segment has none to write.
-   * @throws Error naming the errno (EIO, ...) and the file when the kernel can not write them
+   * @throws PILE_IO naming the errno (EIO, ...) and the file when the kernel can not write them
    */
   sync(): void {
-    if (this.file !== undefined && this.mapped) this.mapping!.sync();
+    if (this.file === undefined || !this.mapped) return;
+    try {
+      this.mapping!.sync();
+    } catch (err) {
+      throw ioError(err, `can not sync segment file ${this.file}`);
+    }
   }
 
   private map(): void {
@@ -246,8 +256,10 @@ export class Segment {
       try {
         mapping = new native.Mapping(fd, this.size, 0, !this.readonlyMap, file);
       } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code === 'ENOMEM' ? 'PILE_OUT_OF_SPACE' : 'PILE_CORRUPT';
-        throw new PileError(code, `segment file ${file} can not be mapped: ${(err as Error).message}`);
+        if ((err as NodeJS.ErrnoException).code === 'ENOMEM') {
+          throw new PileError('PILE_OUT_OF_SPACE', `segment file ${file} can not be mapped: ${(err as Error).message}`);
+        }
+        throw ioError(err, `can not map segment file ${file}`);
       }
       this.attach(mapping);
     } finally {

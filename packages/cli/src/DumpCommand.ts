@@ -42,7 +42,7 @@ export function dumpRecord(pile: Pile, entry: PileEntry, roots: string[] | undef
     else out.value = v;
   } catch (err) {
     if (!isPileError(err)) throw err;
-    out.note = `<${err.code}: ${err.message}>`;
+    out.note = `<${err.message}>`;
   }
   return out;
 }

@@ -80,7 +80,8 @@ Example:
     .requiredOption('--table <name>', 'table to export')
     .option('--ndjson', 'one value per line instead of a JSON array')
     .option('--schema <file>', 'flat shape to decode a typed table that was not made by pile import --schema')
-    .action((dir: string, opts: { table: string; ndjson?: boolean; schema?: string }) => runExport(dir, opts));
+    .option('--skip-damaged', 'leave out entries whose value can not be decoded, and name them on stderr, instead of stopping at the first')
+    .action((dir: string, opts: { table: string; ndjson?: boolean; schema?: string; skipDamaged?: boolean }) => runExport(dir, opts));
 
   return program;
 }

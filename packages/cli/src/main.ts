@@ -16,7 +16,8 @@ buildProgram()
       process.stderr.write(`pile: ${err.message}\n`);
       process.exitCode = err.exitCode;
     } else if (isPileError(err)) {
-      process.stderr.write(`pile: ${err.code}: ${err.message}\n`);
+      // The message starts with the code already.
+      process.stderr.write(`pile: ${err.message}\n`);
       process.exitCode = EXIT_FAILED;
     } else {
       process.stderr.write(`pile: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -1211,7 +1211,8 @@ export class Pile implements Iterable<PileEntry> {
    */
   private resolve(ptr: PilePointer, follow: boolean): void {
     if (!this.tryResolve(ptr, follow)) {
-      throw new PileError('PILE_STALE_POINTER', `pointer ${ptr} names a record that was deleted (segment ${this.hSeg.index}, offset ${this.hOff})`);
+      // A made-up number in range lands here too: the block word it finds can not tell the two apart.
+      throw new PileError('PILE_STALE_POINTER', `pointer ${ptr} names no live record: the block at segment ${this.hSeg.index}, offset ${this.hOff} does not carry its tag (the record was deleted, or the number was never a pointer of this pile)`);
     }
   }
 

@@ -208,4 +208,15 @@ describe('pointers', () => {
     ), { numRuns: 3000 });
     pile.close();
   });
+
+  it('a made-up number in range (12345) is PILE_STALE_POINTER, as docs/errors.md says, with a message that does not claim a deletion', () => {
+    const pile = openPile({ segmentSize: MiB });
+    pile.put('x'.repeat(200_000));
+    const docs = fs.readFileSync(path.join(__dirname, '../../../docs/errors.md'), 'utf8');
+    expect(docs).to.match(/PILE_STALE_POINTER[^\n]*never a pointer \(`12345`\)/);
+    expectRefused(pile, 12345, 'PILE_STALE_POINTER');
+    expect(() => pile.get(12345 as PilePointer)).to.throw(/names no live record: the block at segment 0, offset 98760 .*never a pointer/);
+    expectRefused(pile, 2 ** 40, 'PILE_INVALID_POINTER');
+    pile.close();
+  });
 });

@@ -133,6 +133,11 @@ export class CacheTable<V = unknown> {
     prio: new Int32Array(EVICTION_POOL),
     created: new Float64Array(EVICTION_POOL),
   };
+  /**
+   * No live entry expires before this time (ms): until then `count` needs no sweep. Not
+   * persisted: 0 after an open, so the first `count` that may see an expired entry sweeps once.
+   */
+  private expiryKnownUntil = 0;
   /** Iterations in progress: a shrink waits for them to end, so removing while iterating skips no entry. */
   private walkers = 0;
   // Result of the last probe: the slot and the pointer in it.
@@ -159,10 +164,25 @@ export class CacheTable<V = unknown> {
     return this.meta.name;
   }
 
-  /** Entries in the table, expired ones not swept yet included. @throws PILE_CLOSED */
+  /**
+   * Live entries: expired ones are never counted, also after a reopen. O(1) while no entry has
+   * expired since the last sweep (the table knows the earliest expiry time it holds); otherwise
+   * the first `count` after an expiry sweeps the table (O(capacity), freeing what expired, as the
+   * sweep timer would), and a read-only table counts the expired ones at each call.
+   * @throws PILE_CLOSED
+   */
   get count(): number {
     this.check();
-    return this.header[H_COUNT]!;
+    const h = this.header;
+    if (h[H_EXPIRING] === 0) return h[H_COUNT]!;
+    const now = this.host.clock();
+    if (now < this.expiryKnownUntil) return h[H_COUNT]!;
+    // Something may have expired since the last sweep: sweep now (a read-only table counts instead).
+    if (!this.host.readonly) {
+      this.sweepExpired(now, false);
+      return h[H_COUNT]!;
+    }
+    return h[H_COUNT]! - this.countExpired(now);
   }
 
   /** Slots of the index. @throws PILE_CLOSED */
@@ -482,23 +502,40 @@ export class CacheTable<V = unknown> {
 
   /** @internal Frees every live entry whose expiry has passed; returns how many. */
   sweepExpired(now: number, shrink: boolean): number {
-    if (this.header[H_EXPIRING] === 0) return 0;
+    if (this.header[H_EXPIRING] === 0) {
+      this.expiryKnownUntil = Number.POSITIVE_INFINITY;
+      return 0;
+    }
     let freed = 0;
+    let next = Number.POSITIVE_INFINITY;
     const idx = this.idx;
     for (let c = 0; c < idx.f64.length; c++) {
       const f = idx.f64[c]!;
       for (let s = 0; s < f.length; s += 3) {
         const e = f[s + 1]!;
         const p = f[s]!;
-        if (e !== 0 && e <= now && p > 0) {
+        if (e === 0 || p <= 0) continue;
+        if (e <= now && !this.host.readonly) {
           this.expireSlot(c * idx.chunkSlots + s / 3);
           freed++;
           if (f[s] !== p) s -= 3; // the backward shift may have moved a later entry into this slot
-        }
+        } else if (e < next) next = e;
       }
     }
+    if (!this.host.readonly) this.expiryKnownUntil = next;
     if (shrink) this.maybeShrink();
     return freed;
+  }
+
+  /** Live slots whose expiry has passed (a read-only table can not free them). */
+  private countExpired(now: number): number {
+    let n = 0;
+    const idx = this.idx;
+    for (let c = 0; c < idx.f64.length; c++) {
+      const f = idx.f64[c]!;
+      for (let s = 0; s < f.length; s += 3) if (f[s + 1] !== 0 && f[s + 1]! <= now && f[s]! > 0) n++;
+    }
+    return n;
   }
 
   /**
@@ -780,7 +817,10 @@ export class CacheTable<V = unknown> {
     idx.i32[c]![6 * s + 5] = priority;
     idx.f64[c]![3 * s + 1] = expiresAt;
     idx.f64[c]![3 * s] = ptr;
-    if (expiresAt !== 0) h[H_EXPIRING]!++;
+    if (expiresAt !== 0) {
+      h[H_EXPIRING]!++;
+      if (expiresAt < this.expiryKnownUntil) this.expiryKnownUntil = expiresAt;
+    }
     if (old > 0) {
       if (oldExp !== 0) h[H_EXPIRING]!--;
       host.pile.delete(old as PilePointer);

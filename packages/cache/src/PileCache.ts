@@ -276,7 +276,7 @@ export class PileCache implements CacheHost {
     const s = { tables: this.byName.size, count: 0, capacity: 0 } as CacheStats;
     for (const n of STAT_NAMES) s[n] = 0;
     for (const t of this.byName.values()) {
-      s.count += t.header[H_COUNT]!;
+      s.count += t.count;
       s.capacity += t.idx.capacity;
       STAT_NAMES.forEach((n, i) => { s[n] += t.header[H_STATS + i]!; });
     }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { openPile } from '@pile/core';
 import { openCache, type PileCache } from '../src';
-import { SEG, fakeClock } from './helpers';
+import { SEG, fakeClock, tempDir } from './helpers';
 
 describe('cache expiry', () => {
   let clock: ReturnType<typeof fakeClock>;
@@ -93,5 +93,43 @@ describe('cache expiry', () => {
     expect(t.stats.expired).to.equal(20);
     expect(t.count).to.equal(0);
     c.close();
+  });
+
+  it('count counts live entries only, also after a reopen, and sweeps only once something expired', () => {
+    const tmp = tempDir();
+    try {
+      const open = (readonly = false): PileCache => openCache({ dir: tmp.dir, segmentSize: SEG, clock: clock.now, sweepIntervalSec: 0, readonly });
+      let c = open();
+      let t = c.table<number>('t', { collisionMode: 'durable' });
+      for (let i = 0; i < 200; i++) t.put(i, i, { maxAgeSec: 10 });
+      for (let i = 200; i < 300; i++) t.put(i, i);
+      expect(t.count).to.equal(300);
+      clock.advance(10_000);
+      expect(t.count).to.equal(100); // nothing was read or swept: count itself leaves the expired out
+      for (let i = 300; i < 350; i++) t.put(i, i, { maxAgeSec: 10 });
+      let sweeps = 0;
+      const sweep = t.sweepExpired.bind(t);
+      t.sweepExpired = (now, shrink) => { sweeps++; return sweep(now, shrink); };
+      for (let n = 0; n < 100; n++) expect(t.count).to.equal(150);
+      expect(sweeps, 'no entry expired: count is O(1)').to.equal(0);
+      clock.advance(10_000);
+      expect(t.count).to.equal(100);
+      expect(t.count).to.equal(100);
+      expect(sweeps).to.equal(1);
+      for (let i = 0; i < 100; i++) t.put(i, i, { maxAgeSec: 10 });
+      c.close();
+      clock.advance(10_000);
+      c = open(true);
+      t = c.table<number>('t');
+      expect(t.count).to.equal(100); // read-only: counted, not freed
+      c.close();
+      c = open();
+      t = c.table<number>('t');
+      expect(t.count).to.equal(100);
+      expect([...t.keys()]).to.have.length(100);
+      c.close();
+    } finally {
+      tmp.cleanup();
+    }
   });
 });

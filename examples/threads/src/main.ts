@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { SingleBar, Presets } from 'cli-progress';
 import { z } from 'zod';
 import { openPile, type Pile, type PilePointer } from '@pile/core';
-import { PileGraph, PileList } from '@pile/graph';
+import { openGraph, openList } from '@pile/graph';
 
 const User = z.object({ handle: z.string(), joined: z.number() });
 const Post = z.object({ author: z.number(), text: z.string(), at: z.number() });
@@ -75,9 +75,9 @@ const WORDS = ['pile', 'graph', 'mmap', 'heap', 'pointer', 'segment', 'thread', 
 function build(pile: Pile, flags: Flags): void {
   const started = Date.now();
   const random = rng(flags.seed);
-  const follows = PileGraph.open<User>(pile, 'follows', { nodeSchema: User });
-  const posts = PileGraph.open<Post>(pile, 'posts', { nodeSchema: Post });
-  const feed = PileList.open<number>(pile, 'feed');
+  const follows = openGraph<User>(pile, 'follows', { nodeSchema: User });
+  const posts = openGraph<Post>(pile, 'posts', { nodeSchema: Post });
+  const feed = openList<number>(pile, 'feed');
   const n = flags.users;
   const postCount = n;
   const bar = new SingleBar({ format: 'building {phase} [{bar}] {percentage}% | {value}/{total} | {eta}s left', etaBuffer: 1000 }, Presets.shades_classic);
@@ -150,9 +150,9 @@ function main(): void {
       console.log(`built in ${ms(t0)}`);
     }
     t0 = process.hrtime.bigint();
-    const follows = PileGraph.open<User>(pile, 'follows', { nodeSchema: User });
-    const posts = PileGraph.open<Post>(pile, 'posts', { nodeSchema: Post });
-    const feed = PileList.open<number>(pile, 'feed');
+    const follows = openGraph<User>(pile, 'follows', { nodeSchema: User });
+    const posts = openGraph<Post>(pile, 'posts', { nodeSchema: Post });
+    const feed = openList<number>(pile, 'feed');
     const meta = pile.schema('threads:meta', Meta).get(pile.getRoot('threads:meta')!);
     console.log(`opened ${flags.dir}: pile ${openTime}${pile.lastRecovery.ran ? ' (recovered after a crash)' : ''}, graphs ${ms(t0)}`);
     console.log(`  ${follows.nodeCount} users, ${follows.edgeCount} follows, ${posts.nodeCount} posts, ${posts.edgeCount} replies, feed of ${feed.length} (built in ${(meta.buildMs / 1000).toFixed(1)} s)`);

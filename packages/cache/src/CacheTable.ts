@@ -353,14 +353,23 @@ export class CacheTable<V = unknown> {
   }
 
   /**
-   * Removes `key`; true when a live entry was removed (an expired one is freed but answers false).
+   * Deletes `key`, as `Map.delete` does; true when a live entry was deleted (an expired one is
+   * freed but answers false).
    * @throws PILE_INVALID_OPTION for a bad key, PILE_READONLY, PILE_CLOSED
    */
-  remove(key: CacheKey): boolean {
+  delete(key: CacheKey): boolean {
     this.writable();
     const removed = this.removeKey(key);
     if (this.hook !== undefined) this.hook.changed('remove', key);
     return removed;
+  }
+
+  /**
+   * @deprecated Use {@link delete}, the name every Pile package and `Map` use; `remove` stays as its alias.
+   * @throws as {@link delete}
+   */
+  remove(key: CacheKey): boolean {
+    return this.delete(key);
   }
 
   private removeKey(key: CacheKey): boolean {

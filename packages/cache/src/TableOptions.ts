@@ -7,9 +7,10 @@ export type CollisionMode = 'speculative' | 'durable';
 /** Options of {@link PileCache.table}. Capacity and expiry options may change when a table is reopened; the mode and schema may not. */
 export interface TableOptions<V = unknown> {
   /**
-   * 'speculative' (default): a put probes at most 32 slots; when all are taken it overwrites the
-   * lowest-priority one whose priority is not higher than its own, else it stores nothing ('collision').
-   * 'durable': works like a Map, nothing is ever dropped for lack of a slot.
+   * 'durable' (default): works like a Map, nothing is ever dropped for lack of a slot (only the
+   * memory limit evicts). 'speculative', the explicit choice of a lossy cache: a put probes at most
+   * 32 slots; when all are taken it overwrites the lowest-priority one whose priority is not higher
+   * than its own ('overwritten'), else it stores nothing ('collision').
    */
   collisionMode?: CollisionMode;
   /** Values are checked against this zod object schema and stored with the pile's compiled codec. */
@@ -78,7 +79,7 @@ function ratioOption(name: string, v: unknown, def: number, lo: number, hi: numb
 export function resolveTableOptions(options: TableOptions<unknown>, stored?: ResolvedTableOptions): { resolved: ResolvedTableOptions; initialCapacity: number } {
   if (options === null || typeof options !== 'object') throw invalidOption('options', 'expected an object');
   for (const k of Object.keys(options)) if (!KNOWN.has(k)) throw invalidOption(k, 'unknown table option');
-  const mode = options.collisionMode ?? stored?.collisionMode ?? 'speculative';
+  const mode = options.collisionMode ?? stored?.collisionMode ?? 'durable';
   if (mode !== 'speculative' && mode !== 'durable') throw invalidOption('collisionMode', `expected 'speculative' or 'durable', got ${String(mode)}`);
   if (stored !== undefined && mode !== stored.collisionMode) {
     throw invalidOption('collisionMode', `the table was created '${stored.collisionMode}'; it can not be reopened '${mode}'`);

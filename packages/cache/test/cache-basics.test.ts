@@ -118,7 +118,7 @@ describe('cache basics', () => {
     expectPileError(() => t.put('k', 1, { priority: 1.5 }), 'PILE_INVALID_OPTION', 'priority');
     expectPileError(() => t.put('k', 1, { maxAgeSec: 1, expiresAt: 5 }), 'PILE_INVALID_OPTION', 'expiresAt');
     expectPileError(() => t.get('k', { maxAgeSec: -1 }), 'PILE_INVALID_OPTION', 'maxAgeSec');
-    expectPileError(() => cache.table('t', { collisionMode: 'durable' }), 'PILE_INVALID_OPTION', 'collisionMode');
+    expectPileError(() => cache.table('t', { collisionMode: 'speculative' }), 'PILE_INVALID_OPTION', 'collisionMode');
     expectPileError(() => openCache({ sweepIntervalSec: -1 }), 'PILE_INVALID_OPTION', 'sweepIntervalSec');
     expectPileError(() => openCache({ clock: 5 as never }), 'PILE_INVALID_OPTION', 'clock');
   });
@@ -182,7 +182,7 @@ describe('cache tableInfo', () => {
     t.put('b', { n: 2 });
     cache.table('plain').put('x', 'y');
     expect(cache.tableInfo('typed')).to.deep.equal({ name: 'typed', typed: true, collisionMode: 'durable', count: 2, capacity: t.capacity });
-    expect(cache.tableInfo('plain')).to.include({ typed: false, collisionMode: 'speculative', count: 1 });
+    expect(cache.tableInfo('plain')).to.include({ typed: false, collisionMode: 'durable', count: 1 });
     expect(cache.tableInfo('nope')).to.equal(undefined);
     cache.close();
     expect(() => cache.tableInfo('typed')).to.throw(/PILE_CLOSED/);

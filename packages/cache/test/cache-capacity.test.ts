@@ -40,7 +40,7 @@ describe('cache capacity and collisions', () => {
 
   it('speculative: a full probe window overwrites the lowest priority not above the new one, else refuses', () => {
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
-    const t = cache.table<string>('t', { initialCapacity: 16, minCapacity: 16, maxCapacity: 16 });
+    const t = cache.table<string>('t', { collisionMode: 'speculative', initialCapacity: 16, minCapacity: 16, maxCapacity: 16 });
     for (let i = 0; i < 16; i++) expect(t.put(i, `v${i}`, { priority: i === 7 ? 1 : 5 })).to.equal('inserted');
     expect(t.put('low', 'x', { priority: 0 })).to.equal('collision');
     expect(t.get('low')).to.equal(undefined);

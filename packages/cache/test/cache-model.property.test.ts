@@ -65,7 +65,7 @@ describe('cache model (property)', () => {
     fc.assert(fc.property(fc.array(cmdArb, { maxLength: 150 }), (cmds) => {
       const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
       // Tiny and unable to grow: overwrites and collisions happen all the time.
-      const t = cache.table<number>('m', { initialCapacity: 16, minCapacity: 16, maxCapacity: 16 });
+      const t = cache.table<number>('m', { collisionMode: 'speculative', initialCapacity: 16, minCapacity: 16, maxCapacity: 16 });
       const latest = new Map<string, number>();
       try {
         for (const c of cmds) {

@@ -42,7 +42,7 @@ describe('cache restart', () => {
   it('brings back every table, key, value, priority and remaining age after close and reopen', () => {
     const clock = fakeClock();
     let cache = openCache({ dir: tmp.dir, segmentSize: SEG, clock: clock.now, sweepIntervalSec: 0 });
-    const t = cache.table<string>('t', { initialCapacity: 16, minCapacity: 16, maxCapacity: 16 });
+    const t = cache.table<string>('t', { collisionMode: 'speculative', initialCapacity: 16, minCapacity: 16, maxCapacity: 16 });
     for (let i = 0; i < 16; i++) t.put(i, `v${i}`, { priority: 5 });
     cache.table<number>('d', { collisionMode: 'durable', defaultMaxAgeSec: 10 }).put(1n, 42);
     clock.advance(4_000);

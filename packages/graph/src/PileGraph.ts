@@ -225,7 +225,7 @@ export class PileGraph<N, E = undefined> {
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link getNode}
    * @throws PILE_READONLY, PILE_CLOSED
    */
-  removeNode(id: PilePointer): void {
+  deleteNode(id: PilePointer): void {
     this.writable();
     this.node(id);
     this.begin(OP_REMOVE_NODE, id, 0, 0);
@@ -233,6 +233,14 @@ export class PileGraph<N, E = undefined> {
     this.end();
   }
 
+
+  /**
+   * @deprecated Use {@link deleteNode}, the name every Pile package uses; this stays as its alias.
+   * @throws as {@link deleteNode}
+   */
+  removeNode(id: PilePointer): void {
+    this.deleteNode(id);
+  }
   /**
    * Every node id once, newest first. Lazy; nodes added during the iteration are not seen;
    * removing the node just yielded (or the one after it) is safe.
@@ -328,7 +336,7 @@ export class PileGraph<N, E = undefined> {
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER when either end is not a live node of this graph
    * @throws PILE_READONLY, PILE_CLOSED
    */
-  removeEdge(from: PilePointer, to: PilePointer): boolean {
+  deleteEdge(from: PilePointer, to: PilePointer): boolean {
     this.writable();
     const m = this.mem;
     this.node(to);
@@ -352,6 +360,14 @@ export class PileGraph<N, E = undefined> {
     return true;
   }
 
+
+  /**
+   * @deprecated Use {@link deleteEdge}, the name every Pile package uses; this stays as its alias.
+   * @throws as {@link deleteEdge}
+   */
+  removeEdge(from: PilePointer, to: PilePointer): boolean {
+    return this.deleteEdge(from, to);
+  }
   /**
    * True when the edge `from` → `to` exists. O(1) expected at any degree.
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER when either end is not a live node of this graph
@@ -1024,4 +1040,13 @@ function checkDirection(direction: unknown): void {
   if (direction !== 'out' && direction !== 'in' && direction !== 'both') {
     throw new PileError('PILE_INVALID_OPTION', `option direction: expected 'out', 'in' or 'both', got ${String(direction)}`);
   }
+}
+
+/**
+ * Opens the graph named `name` in `pile`, creating it when missing: the entry point, as `openPile`
+ * and `openCache` are (the same as {@link PileGraph.open}).
+ * @throws as {@link PileGraph.open}
+ */
+export function openGraph<N, E = undefined>(pile: Pile, name: string, options: PileGraphOptions<N, E> = {}): PileGraph<N, E> {
+  return PileGraph.open(pile, name, options);
 }

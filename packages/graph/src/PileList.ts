@@ -133,11 +133,11 @@ export class PileList<T> implements Iterable<T> {
   }
 
   /**
-   * Removes the element `node` and frees its space; later use of `node` throws PILE_STALE_POINTER.
+   * Deletes the element `node` and frees its space; later use of `node` throws PILE_STALE_POINTER.
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}
    * @throws PILE_READONLY, PILE_CLOSED
    */
-  remove(node: PilePointer): void {
+  delete(node: PilePointer): void {
     this.writable();
     const m = this.mem;
     const n = this.node(node);
@@ -157,6 +157,14 @@ export class PileList<T> implements Iterable<T> {
     this.end();
   }
 
+
+  /**
+   * @deprecated Use {@link delete}, the name every Pile package uses; `remove` stays as its alias.
+   * @throws as {@link delete}
+   */
+  remove(node: PilePointer): void {
+    this.delete(node);
+  }
   /**
    * The value of element `node`.
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}
@@ -440,4 +448,13 @@ export class PileList<T> implements Iterable<T> {
 
 function orUndefined(p: number): PilePointer | undefined {
   return p === 0 ? undefined : (p as PilePointer);
+}
+
+/**
+ * Opens the list named `name` in `pile`, creating it when missing: the entry point, as `openPile`
+ * and `openCache` are (the same as {@link PileList.open}).
+ * @throws as {@link PileList.open}
+ */
+export function openList<T>(pile: Pile, name: string, options: PileListOptions<T> = {}): PileList<T> {
+  return PileList.open(pile, name, options);
 }

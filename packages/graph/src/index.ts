@@ -1,4 +1,4 @@
-export { PileList } from './PileList';
+export { PileList, openList } from './PileList';
 export type { PileListOptions } from './PileList';
-export { PileGraph } from './PileGraph';
+export { PileGraph, openGraph } from './PileGraph';
 export type { PileGraphOptions, Direction, TraverseOptions, TraversalStep } from './PileGraph';

@@ -1,13 +1,16 @@
 import {
   FLAG_BODY, GEN_MASK, KIND_CATALOG, KIND_FREE, KIND_JOURNAL, KIND_LINK, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE,
-  STATE_FREE, STATE_RESERVED, STATE_USED, flagsOf, genOf, kindOf, stateOf, word1,
+  STATE_DAMAGED, STATE_FREE, STATE_RESERVED, STATE_USED, STATE_SHIFT, flagsOf, genCheck, genOf, kindOf, sizeCheck, stateOf, word1,
 } from './BlockFormat';
+import { blockDamage } from './Checksum';
 import { PileError } from './PileError';
 import type { Segment } from './Segment';
 
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
 export const NUM_CLASSES = 212;
 const FIT_SCAN_LIMIT = 16;
+/** How many damaged blocks in a row a size may be confirmed across (see Allocator.confirms). */
+const CONFIRM_DEPTH = 8;
 /** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
 const POPULATE_CHUNK = 1 << 20;
 
@@ -60,6 +63,12 @@ export class Allocator {
   private populateMark = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
+  /**
+   * Generation a new segment's free space starts at: above every generation that a segment
+   * released by compact() ever held, so that a block of a segment made again at the same index
+   * never takes the tag of a record deleted there before (kept in pile.meta).
+   */
+  genFloor = 0;
   /** Bytes freed since the last walk that merged free runs (see alloc). */
   private freedSinceWalk = 0;
   /** 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
@@ -137,7 +146,10 @@ export class Allocator {
     let gen = genOf(u32[h + 1]!);
     this.allocatedBytes -= size;
     this.freedSinceWalk += size;
-    // The record is gone from this store on: a crash after it never brings it back.
+    // The record is gone from this store on: a crash after it never brings it back. Its check
+    // words first: the block is then a whole free block at every store that follows.
+    u32[h + 2] = sizeCheck(size);
+    u32[h + 3] = genCheck(gen);
     u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
     let end = off + size;
     while (end < this.segmentSize) {
@@ -146,8 +158,10 @@ export class Allocator {
         const g = gen > this.tailGen ? gen : this.tailGen;
         // Generation before size: once the size covers the tail, the header must already carry
         // the tail's generation, or a crash between the two stores would lower it.
-        u32[h + 1] = word1(g, KIND_FREE, STATE_FREE, 0);
-        u32[h] = this.tailEnd - addr;
+        this.writeFree(u32, h, this.tailEnd - addr, g);
+        // The tail's old header is inside the tail now: a header whose check words hold must
+        // only ever start a block (recovery trusts it to confirm a neighbour's size).
+        u32[(end >>> 2) + 2] = 0;
         this.freeBytes += end - off;
         this.tailAddr = addr;
         this.tailGen = g;
@@ -155,17 +169,19 @@ export class Allocator {
       }
       const nw = u32[(end >>> 2) + 1]!;
       const nsize = u32[end >>> 2]!;
-      if (stateOf(nw) !== STATE_FREE || !this.saneSize(end, nsize)) break;
-      this.unlink(segIdx * this.segmentSize + end, nsize, seg, end);
+      // A neighbour whose check words fail is damaged: merging by its size could cover live records.
+      if (stateOf(nw) !== STATE_FREE || !this.wholeFree(u32, end, nsize, nw)) break;
+      if (!this.unlink(segIdx * this.segmentSize + end, nsize, seg, end)) break;
       this.freeBytes -= nsize;
       const ng = genOf(nw);
       if (ng > gen) gen = ng;
       size += nsize;
+      // Generation before size (see above): the merged block never shows a smaller generation than a block it covers.
+      this.writeFree(u32, h, size, gen);
+      u32[(end >>> 2) + 2] = 0;
       end += nsize;
     }
-    // Generation before size (see above): the merged block never shows a smaller generation than a block it covers.
-    u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
-    u32[h] = size;
+    this.writeFree(u32, h, size, gen);
     this.push(addr, size, seg, off);
     this.freeBytes += size;
   }
@@ -191,9 +207,10 @@ export class Allocator {
       // may have held blocks of the block's generation history, not the tail's.
       const gen = genOf(u32[h + 1]!);
       const g = gen > this.tailGen ? gen : this.tailGen;
-      u32[r + 1] = word1(g, KIND_FREE, STATE_FREE, 0);
-      u32[r] = this.tailEnd - (addr + keep);
+      this.writeFree(u32, r, this.tailEnd - (addr + keep), g);
+      u32[h + 2] = sizeCheck(keep);
       u32[h] = keep;
+      u32[h + (size >>> 2) + 2] = 0; // the old tail header, inside the tail now (see free)
       this.tailAddr = addr + keep;
       this.tailGen = g;
       this.allocatedBytes -= cut;
@@ -203,8 +220,12 @@ export class Allocator {
     if (cut < MIN_BLOCK_SIZE) return;
     // The rest becomes a RESERVED block of the block's generation before the block shrinks, so a
     // crash between the two leaves a walkable segment and recovery frees it like any unfinished put.
-    u32[r + 1] = word1(genOf(u32[h + 1]!), KIND_FREE, STATE_RESERVED, 0);
+    const gen = genOf(u32[h + 1]!);
+    u32[r + 2] = sizeCheck(cut);
+    u32[r + 3] = genCheck(gen);
+    u32[r + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
     u32[r] = cut;
+    u32[h + 2] = sizeCheck(keep);
     u32[h] = keep;
     this.free(addr + keep);
     // Not freed space but space never used: it must not bring the next merge walk closer.
@@ -216,11 +237,10 @@ export class Allocator {
     this.retireTail();
     const size = this.segmentSize - SEGMENT_HEADER_SIZE;
     const off = SEGMENT_HEADER_SIZE;
-    seg.u32[off >>> 2] = size;
-    seg.u32[(off >>> 2) + 1] = word1(0, KIND_FREE, STATE_FREE, 0);
+    this.writeFree(seg.u32, off >>> 2, size, this.genFloor);
     this.tailAddr = seg.index * this.segmentSize + off;
     this.tailEnd = (seg.index + 1) * this.segmentSize;
-    this.tailGen = 0;
+    this.tailGen = this.genFloor;
     // A segment added after compact() released later ones lies below the old marks.
     this.populatedTo = this.populateMark = 0;
     this.freeBytes += size;
@@ -250,17 +270,18 @@ export class Allocator {
     const gen = (this.tailGen + 1) & GEN_MASK;
     let used = this.tailEnd - addr;
     if (used - size >= MIN_BLOCK_SIZE) {
-      const rOff = off + size;
-      u32[rOff >>> 2] = used - size;
-      u32[(rOff >>> 2) + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+      this.writeFree(u32, (off + size) >>> 2, used - size, gen);
       used = size;
       this.tailAddr = addr + size;
       this.tailGen = gen;
     } else {
       this.tailAddr = this.tailEnd = this.tailGen = 0;
     }
-    u32[(off >>> 2) + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
-    u32[off >>> 2] = used;
+    const h = off >>> 2;
+    u32[h + 2] = sizeCheck(used);
+    u32[h + 3] = genCheck(gen);
+    u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
+    u32[h] = used;
     this.freeBytes -= used;
     this.allocatedBytes += used;
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
@@ -303,11 +324,14 @@ export class Allocator {
       let off = SEGMENT_HEADER_SIZE;
       let runStart = -1;
       let runGen = 0;
+      const runInner: number[] = [];
       const closeRun = (end: number): void => {
         if (runStart < 0) return;
         const size = end - runStart;
-        u32[(runStart >>> 2) + 1] = word1(runGen, KIND_FREE, STATE_FREE, 0);
-        u32[runStart >>> 2] = size;
+        this.writeFree(u32, runStart >>> 2, size, runGen);
+        // The headers of the blocks merged into the run no longer start blocks (see free).
+        for (let i = 0; i < runInner.length; i++) u32[(runInner[i]! >>> 2) + 2] = 0;
+        runInner.length = 0;
         this.freeBytes += size;
         if (seg.index === last && end === segSize) {
           this.tailAddr = seg.index * segSize + runStart;
@@ -317,17 +341,25 @@ export class Allocator {
         runStart = -1;
       };
       while (off < segSize) {
-        const size = u32[off >>> 2]!;
-        if (!this.saneSize(off, size)) break; // quarantined by recovery: the rest of the segment stays untouched
+        let size = u32[off >>> 2]!;
         const w = u32[(off >>> 2) + 1]!;
         const state = stateOf(w);
+        // Quarantined by recovery: the rest of the segment stays untouched.
+        if (!this.saneSize(off, size) || state === STATE_DAMAGED) break;
         if (state === STATE_USED) {
           closeRun(off);
           this.allocatedBytes += size;
           this.countUsed(w, u32[(off >>> 2) + 2]!);
         } else {
-          if (state === STATE_RESERVED) u32[(off >>> 2) + 1] = word1(genOf(w), KIND_FREE, STATE_FREE, 0);
-          if (runStart < 0) { runStart = off; runGen = genOf(w); } else if (genOf(w) > runGen) runGen = genOf(w);
+          // A free or reserved block is merged by the size its check words (or the next header)
+          // confirm; a damaged one ends the walk, and the rest of the segment stays untouched.
+          size = this.trustedFreeSize(seg, off);
+          if (size < 0) break;
+          const g = this.trustedGen(u32, off);
+          if (runStart < 0) { runStart = off; runGen = g; } else {
+            runInner.push(off);
+            if (g > runGen) runGen = g;
+          }
         }
         off += size;
       }
@@ -345,8 +377,8 @@ export class Allocator {
       let off = SEGMENT_HEADER_SIZE;
       while (off < this.segmentSize) {
         const size = seg.u32[off >>> 2]!;
-        if (!this.saneSize(off, size)) break;
         const w = seg.u32[(off >>> 2) + 1]!;
+        if (!this.saneSize(off, size) || stateOf(w) === STATE_DAMAGED) break;
         if (stateOf(w) === STATE_USED) {
           this.allocatedBytes += size;
           this.countUsed(w, seg.u32[(off >>> 2) + 2]!);
@@ -410,6 +442,128 @@ export class Allocator {
     return true;
   }
 
+  /** Writes a whole free block header: check words first, then generation, then size (see free). */
+  private writeFree(u32: Uint32Array, h: number, size: number, gen: number): void {
+    u32[h + 2] = sizeCheck(size);
+    u32[h + 3] = genCheck(gen);
+    u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+    u32[h] = size;
+  }
+
+  /** The free block at `off` has a sane size and both check words hold. */
+  freeHeaderHolds(seg: Segment, off: number): boolean {
+    return this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, seg.u32[(off >>> 2) + 1]!);
+  }
+
+  /**
+   * Writes the free block header over the whole of a new segment, at the generation floor: done
+   * before the meta file counts the segment, so that even a crash before the first put leaves a
+   * segment whose generations start above those of any segment released at the same index.
+   */
+  initSegment(seg: Segment): void {
+    this.writeFree(seg.u32, SEGMENT_HEADER_SIZE >>> 2, this.segmentSize - SEGMENT_HEADER_SIZE, this.genFloor);
+  }
+
+  /** The largest generation of any block in `seg` (which compact() is about to release). */
+  maxGen(seg: Segment): number {
+    const u32 = seg.u32;
+    let max = 0;
+    for (let off = SEGMENT_HEADER_SIZE; off < this.segmentSize;) {
+      const size = u32[off >>> 2]!;
+      const g = this.trustedGen(u32, off);
+      if (g > max) max = g;
+      if (!this.saneSize(off, size)) break;
+      off += size;
+    }
+    return max;
+  }
+
+  /** The free block at `off` (word1 `w`) has a sane size and both check words hold. */
+  private wholeFree(u32: Uint32Array, off: number, size: number, w: number): boolean {
+    const h = off >>> 2;
+    return this.saneSize(off, size) && u32[h + 2] === sizeCheck(size) && u32[h + 3] === genCheck(genOf(w));
+  }
+
+  /**
+   * A header that can be trusted to start a block: a free or reserved one whose size check
+   * holds, or a committed one whose checksum holds (or that is being freed: its size check
+   * holds). Used to confirm a size that a block's own header can not.
+   */
+  private headerHolds(seg: Segment, off: number): boolean {
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const size = u32[h]!;
+    if (!this.saneSize(off, size)) return false;
+    const state = stateOf(u32[h + 1]!);
+    if (state === STATE_FREE) return u32[h + 2] === sizeCheck(size);
+    if (state !== STATE_USED && state !== STATE_RESERVED) return false;
+    return u32[h + 2] === sizeCheck(size) || blockDamage(seg.buf, u32, off) === undefined;
+  }
+
+  /**
+   * The size of the free or reserved block at `off` that may be merged or carved: its size word
+   * when the size check holds, or, for a reserved block being committed, when its checksum does.
+   * Otherwise (a crash between two stores of a header, or damage) the smaller of its size word and
+   * the size its check word names that ends at a trusted header or at the segment's end, with no
+   * trusted header inside; -1 when there is none: the block is damaged and must not be touched.
+   */
+  trustedFreeSize(seg: Segment, off: number): number {
+    const u32 = seg.u32;
+    const h = off >>> 2;
+    const size = u32[h]!;
+    if (stateOf(u32[h + 1]!) === STATE_DAMAGED) return -1;
+    if (this.saneSize(off, size)) {
+      if (u32[h + 2] === sizeCheck(size)) return size;
+      if (stateOf(u32[h + 1]!) !== STATE_FREE && blockDamage(seg.buf, u32, off) === undefined) return size;
+    }
+    return this.confirmedSize(seg, off, size, sizeCheck(u32[h + 2]!));
+  }
+
+  /** Of two candidate sizes of the block at `off`, the smaller one its surroundings confirm (see trustedFreeSize); -1 if neither. */
+  confirmedSize(seg: Segment, off: number, a: number, b: number): number {
+    const lo = a < b ? a : b;
+    const hi = a < b ? b : a;
+    if (this.confirms(seg, off, lo)) return lo;
+    if (hi !== lo && this.confirms(seg, off, hi)) return hi;
+    return -1;
+  }
+
+  /**
+   * The block at `off` may be taken to end at `off + size`: that is the segment's end or a header
+   * that holds, or a header whose own size leads on, through at most CONFIRM_DEPTH more blocks, to
+   * one of those (neighbours damaged too); and no header that holds lies inside.
+   */
+  private confirms(seg: Segment, off: number, size: number, depth = 0): boolean {
+    if (!this.saneSize(off, size)) return false;
+    const end = off + size;
+    for (let p = off + MIN_BLOCK_SIZE; p + MIN_BLOCK_SIZE <= end; p += 8) if (this.headerHolds(seg, p)) return false;
+    if (end === this.segmentSize || this.headerHolds(seg, end)) return true;
+    return depth < CONFIRM_DEPTH && this.confirms(seg, end, seg.u32[end >>> 2]!, depth + 1);
+  }
+
+  /**
+   * The generation of the free or reserved block at `off` to keep when it is merged: the larger of
+   * word1's and the one its check word names, so that a damaged generation never goes down.
+   */
+  trustedGen(u32: Uint32Array, off: number): number {
+    const h = off >>> 2;
+    const g = genOf(u32[h + 1]!);
+    if (u32[h + 3] === genCheck(g)) return g;
+    const c = genCheck(u32[h + 3]!) & GEN_MASK;
+    return c > g ? c : g;
+  }
+
+  /** Marks the block at `off` damaged (see STATE_DAMAGED): one store of its state bits. */
+  quarantine(seg: Segment, off: number): void {
+    const h = (off >>> 2) + 1;
+    seg.u32[h] = ((seg.u32[h]! & ~(3 << STATE_SHIFT)) | (STATE_DAMAGED << STATE_SHIFT)) >>> 0;
+  }
+
+  /** Marks the committed block at `off` free, by a size already confirmed: check words, size, then word1 (see recovery). */
+  markFree(seg: Segment, off: number, size: number, gen: number): void {
+    this.writeFree(seg.u32, off >>> 2, size, gen);
+  }
+
   saneSize(off: number, size: number): boolean {
     return size >= MIN_BLOCK_SIZE && (size & 7) === 0 && off + size <= this.segmentSize;
   }
@@ -436,15 +590,17 @@ export class Allocator {
       const segIdx = Math.floor(a * this.segmentInv);
       const seg = this.segments[segIdx]?.use();
       const off = a - segIdx * this.segmentSize;
-      if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); continue; }
+      // A damaged link may lead to a free block of another class, possibly smaller than asked.
+      if (seg === undefined || !this.checkFree(seg, off) || seg.u32[off >>> 2]! < size) { this.dropList(c); continue; }
       return this.carve(a, size, seg, off);
     }
   }
 
   /** A free-list entry must look like a free block: otherwise the list is damaged and is not followed. */
   private checkFree(seg: Segment, off: number): boolean {
-    if (off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) return false;
-    return stateOf(seg.u32[(off >>> 2) + 1]!) === STATE_FREE && this.saneSize(off, seg.u32[off >>> 2]!);
+    if (!(off >= SEGMENT_HEADER_SIZE && off <= this.segmentSize - MIN_BLOCK_SIZE) || (off & 7) !== 0 || Math.floor(off) !== off) return false;
+    const w = seg.u32[(off >>> 2) + 1]!;
+    return stateOf(w) === STATE_FREE && this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, w);
   }
 
   private dropList(c: number): void {
@@ -464,11 +620,12 @@ export class Allocator {
     if (have - size >= MIN_BLOCK_SIZE) {
       // Remainder header first: until the block's own size is rewritten, a walker skips it.
       const rOff = off + size;
-      u32[rOff >>> 2] = have - size;
-      u32[(rOff >>> 2) + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
+      this.writeFree(u32, rOff >>> 2, have - size, gen);
       this.push(addr + size, have - size, seg, rOff);
       used = size;
     }
+    u32[h + 2] = sizeCheck(used);
+    u32[h + 3] = genCheck(gen);
     u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
     u32[h] = used;
     this.freeBytes -= used;
@@ -487,9 +644,16 @@ export class Allocator {
     this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
   }
 
-  private unlink(addr: number, size: number, seg: Segment, off: number): void {
+  /** Takes the free block at `addr` out of its list; false (nothing changed) when its links are not addresses. */
+  private unlink(addr: number, size: number, seg: Segment, off: number): boolean {
     const next = seg.f64[(off + 16) >>> 3]!;
     const prev = seg.f64[(off + 24) >>> 3]!;
+    if (!this.linkValue(next) || !this.linkValue(prev)) {
+      this.damagedLists++;
+      const c = sizeClass(size);
+      if (this.heads[c] === addr) this.dropList(c);
+      return false;
+    }
     if (prev !== 0) this.setLink(prev, 16, next);
     else {
       const c = sizeClass(size);
@@ -502,10 +666,20 @@ export class Allocator {
       }
     }
     if (next !== 0) this.setLink(next, 24, prev);
+    return true;
+  }
+
+  /** A link is 0 or the address of a block in a segment: an integer, 8-aligned. */
+  private linkValue(a: number): boolean {
+    return a === 0 || (Number.isSafeInteger(a) && a > 0 && a % 8 === 0 && a < this.segments.length * this.segmentSize);
   }
 
   /** Writes a link of the free block at `addr`; a link that leads anywhere but a free block is damage and is not written through. */
   private setLink(addr: number, at: number, value: number): void {
+    if (!this.linkValue(addr)) {
+      this.damagedLists++;
+      return;
+    }
     const segIdx = Math.floor(addr * this.segmentInv);
     const seg = this.segments[segIdx]?.use();
     if (seg === undefined) return;

@@ -9,7 +9,7 @@
  */
 
 /** Bumped on any incompatible change of the on-disk layout. */
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
 
 const SEGMENT_MAGIC = 0x47455350; // "PSEG" little-endian
 const META_MAGIC = 0x4154454d; // "META" little-endian
@@ -30,6 +30,11 @@ const FLAG_SHIFT = 28;
 const STATE_FREE = 0;
 const STATE_USED = 1;
 const STATE_RESERVED = 2;
+/**
+ * A block recovery found damaged whose size nothing confirms: it is neither freed nor read, and
+ * every walk of its segment stops there, so that no live record after it is ever taken for free space.
+ */
+const STATE_DAMAGED = 3;
 
 /** The block is the body of a linked record: reached through its head, never enumerated itself. */
 const FLAG_BODY = 1;
@@ -74,6 +79,16 @@ const flagsOf = (w: number): number => w >>> FLAG_SHIFT;
 /** word1 as covered by the checksum: everything but the state bits, which change on commit and free. */
 const checkedWord1 = (w: number): number => (w & ~(STATE_MASK << STATE_SHIFT)) >>> 0;
 
+/**
+ * Check words of a free or reserved (allocated, not yet committed) block, which has no checksum:
+ * word2 holds the complement of the size and word3 the complement of the generation. A damaged
+ * size word would make a put carve, or a free merge, over the blocks after it; a damaged
+ * generation would give a later block a deleted record's tag. Committing a record replaces both
+ * words with its length and checksum.
+ */
+const sizeCheck = (size: number): number => ~size >>> 0;
+const genCheck = (gen: number): number => ~gen >>> 0;
+
 const align8 = (n: number): number => (n + 7) & ~7;
 
 /** Block size needed for a payload of `length` bytes. */
@@ -102,6 +117,7 @@ export {
   STATE_FREE,
   STATE_USED,
   STATE_RESERVED,
+  STATE_DAMAGED,
   FLAG_BODY,
   FLAG_SEALED,
   KIND_FREE,
@@ -122,5 +138,7 @@ export {
   stateOf,
   flagsOf,
   checkedWord1,
+  sizeCheck,
+  genCheck,
   align8,
 };

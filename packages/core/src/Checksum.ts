@@ -1,4 +1,5 @@
 import { crc32 } from 'node:zlib';
+import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_BUFFER, KIND_RAW, checkedWord1, flagsOf, kindOf } from './BlockFormat';
 
 /**
  * Record checksum. Small payloads (the common case) use Murmur3-32 over aligned words in
@@ -47,4 +48,35 @@ export function blockChecksum(buf: Buffer, u32: Uint32Array, off: number, size: 
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
   return h >>> 0;
+}
+
+/**
+ * Checksum of a block header alone (size, word1 without state bits, length): what a mutable raw
+ * block stores, whose bytes change in place and so can not be covered. It makes a damaged kind
+ * or flag bit visible: a sealed raw or Buffer block turned into a mutable raw one by one flipped
+ * bit no longer passes (its stored checksum covers its payload, not its header alone).
+ */
+export function headerChecksum(size: number, w1: number, length: number): number {
+  let h = Math.imul(size ^ 0x3c6ef372, 0x85ebca6b) ^ Math.imul(w1 ^ 0x5bd1e995, 0xc2b2ae35) ^ length;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** Why the committed block at `off` (size already known sane) is damaged, or undefined when its kind, length and checksum hold. */
+export function blockDamage(buf: Buffer, u32: Uint32Array, off: number): string | undefined {
+  const h = off >>> 2;
+  const size = u32[h]!;
+  const w = u32[h + 1]!;
+  const length = u32[h + 2]!;
+  const kind = kindOf(w);
+  if (kind === 0 || kind > KIND_BUFFER) return `unknown record kind ${kind}`;
+  if (length > size - BLOCK_HEADER_SIZE) return `payload length ${length} exceeds block size ${size}`;
+  if (kind === KIND_RAW && (flagsOf(w) & FLAG_SEALED) === 0) {
+    return headerChecksum(size, checkedWord1(w), length) === u32[h + 3] ? undefined : 'header checksum mismatch';
+  }
+  return blockChecksum(buf, u32, off, size, checkedWord1(w), length) === u32[h + 3] ? undefined : 'checksum mismatch';
 }

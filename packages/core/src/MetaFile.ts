@@ -18,6 +18,8 @@ export interface MetaHeader {
   pileId: number;
   segmentCount: number;
   clean: boolean;
+  /** Generation the free space of a new segment starts at (see Allocator.genFloor); 0 until compact() releases a segment. */
+  genFloor: number;
 }
 
 /** A catalog slot: which catalog record is current. Two slots alternate so an update is never torn. */
@@ -73,11 +75,14 @@ export class MetaFile {
     if (version > FORMAT_VERSION) {
       throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
     }
+    if (version >= 1 && version < FORMAT_VERSION && crc32(b.subarray(0, 28)) >>> 0 === b.readUInt32LE(28)) {
+      throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}, which this build (format ${FORMAT_VERSION}) does not read: open it with the build that wrote it and copy its records into a new pile (docs/format.md)`);
+    }
     if (crc32(b.subarray(0, 28)) >>> 0 !== b.readUInt32LE(28)) {
       throw new PileError('PILE_CORRUPT', `meta file ${this.file}: header checksum mismatch at offset 28`);
     }
     if (version !== FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
-    return { segmentSize: b.readUInt32LE(8), pileId: b.readUInt32LE(12), segmentCount: b.readUInt32LE(16), clean: b.readUInt32LE(20) === 1 };
+    return { segmentSize: b.readUInt32LE(8), pileId: b.readUInt32LE(12), segmentCount: b.readUInt32LE(16), clean: b.readUInt32LE(20) === 1, genFloor: b.readUInt32LE(24) };
   }
 
   writeHeader(h: MetaHeader): void {
@@ -154,7 +159,7 @@ function encodeHeader(b: Buffer, h: MetaHeader): void {
   b.writeUInt32LE(h.pileId, 12);
   b.writeUInt32LE(h.segmentCount, 16);
   b.writeUInt32LE(h.clean ? 1 : 0, 20);
-  b.writeUInt32LE(0, 24);
+  b.writeUInt32LE(h.genFloor >>> 0, 24);
   b.writeUInt32LE(crc32(b.subarray(0, 28)) >>> 0, 28);
 }
 

@@ -7,12 +7,12 @@ import { Allocator, sizeClass, NUM_CLASSES } from './Allocator';
 import {
   BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
-  STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
+  STATE_DAMAGED, STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
 } from './BlockFormat';
-import { blockChecksum } from './Checksum';
+import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
 import { DirectoryLock } from './DirectoryLock';
-import { META_FILE_NAME, MetaFile, type CatalogSlot } from './MetaFile';
+import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { PileError } from './PileError';
 import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
@@ -516,8 +516,8 @@ export class Pile implements Iterable<PileEntry> {
       while (off < this.segmentSize) {
         if (this.closed) throw closedError();
         const size = seg.u32[off >>> 2]!;
-        if (!this.alloc.saneSize(off, size)) break;
         const w = seg.u32[(off >>> 2) + 1]!;
+        if (!this.alloc.saneSize(off, size) || stateOf(w) === STATE_DAMAGED) break;
         if (stateOf(w) === STATE_USED && (flagsOf(w) & FLAG_BODY) === 0) {
           const kind = kindOf(w);
           let dSeg = seg;
@@ -574,6 +574,11 @@ export class Pile implements Iterable<PileEntry> {
         }
         const w = u32[(off >>> 2) + 1]!;
         const state = stateOf(w);
+        if (state === STATE_DAMAGED) {
+          report.corrupt.push(this.corruptAt(seg, off, 'a block recovery found damaged (its size is not trusted)'));
+          report.unaccountedBytes += this.segmentSize - off;
+          break;
+        }
         if (state === STATE_USED) {
           report.recordsChecked++;
           const reason = this.checkBlock(seg, off);
@@ -589,6 +594,7 @@ export class Pile implements Iterable<PileEntry> {
             }
           }
         } else if (state === STATE_FREE) {
+          if (!this.alloc.freeHeaderHolds(seg, off)) report.corrupt.push(this.corruptAt(seg, off, 'free block header damaged (check words do not match)'));
           seen.free += size;
           seen.freeBlocks++;
         } else {
@@ -643,7 +649,12 @@ export class Pile implements Iterable<PileEntry> {
     let keep = before;
     while (keep > 0 && this.segmentIsEmpty(this.segments[keep - 1]!)) keep--;
     if (keep < before) {
-      this.meta?.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount: keep, clean: false });
+      // Segments made again at these indexes must start above every generation they held.
+      for (let i = keep; i < before; i++) {
+        const g = this.alloc.maxGen(this.segments[i]!);
+        if (g > this.alloc.genFloor) this.alloc.genFloor = g;
+      }
+      this.meta?.writeHeader(this.metaHeader(keep, false));
       this.meta?.sync();
       for (let i = before - 1; i >= keep; i--) {
         const file = this.segments[i]!.file;
@@ -663,7 +674,7 @@ export class Pile implements Iterable<PileEntry> {
       if (this.persistent && !this.readonly && this.meta !== undefined) {
         for (const seg of this.segments) seg.sync();
         this.meta.writeCleanState(this.alloc.snapshot());
-        this.meta.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount: this.segments.length, clean: true });
+        this.meta.writeHeader(this.metaHeader(this.segments.length, true));
         this.meta.sync();
       }
     } finally {
@@ -823,8 +834,8 @@ export class Pile implements Iterable<PileEntry> {
     const h = off >>> 2;
     const used = word1(gen, KIND_TYPED, STATE_USED, 0);
     u32[h + 1] = word1(gen, KIND_TYPED, STATE_RESERVED, 0);
-    u32[h + 2] = length;
     u32[h + 3] = blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
+    u32[h + 2] = length;
     u32[h + 1] = used;
     this.alloc.countUsedTyped(length);
     return this.pointerOf(segIdx, off, gen);
@@ -1087,8 +1098,12 @@ export class Pile implements Iterable<PileEntry> {
     const gen = genOf(u32[h + 1]!);
     const used = word1(gen, kind, STATE_USED, flags);
     u32[h + 1] = word1(gen, kind, STATE_RESERVED, flags);
+    // Checksum before length: until the length is written the block's size check (word2) still
+    // holds, and from then on its checksum does, so recovery can trust its size at every store.
+    u32[h + 3] = kind === KIND_RAW && (flags & FLAG_SEALED) === 0
+      ? headerChecksum(u32[h]!, checkedWord1(used), length)
+      : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
     u32[h + 2] = length;
-    u32[h + 3] = kind === KIND_RAW && (flags & FLAG_SEALED) === 0 ? 0 : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
     u32[h + 1] = used;
     this.alloc.countUsed(used, length);
     return gen;
@@ -1100,8 +1115,9 @@ export class Pile implements Iterable<PileEntry> {
     const off = addr - segIdx * this.segmentSize;
     const w = seg.u32[(off >>> 2) + 1]!;
     if (this.recovering) {
-      // Free lists are not built yet: only mark it; rebuild() links and merges it.
-      seg.u32[(off >>> 2) + 1] = word1(genOf(w), 0, STATE_FREE, 0);
+      // Free lists are not built yet: only mark it; rebuild() links and merges it. A damaged
+      // block is left to the torn-record pass, which decides whether its size can be trusted.
+      if (this.checkBlock(seg, off) === undefined) this.alloc.markFree(seg, off, seg.u32[off >>> 2]!, genOf(w));
       return;
     }
     if (stateOf(w) === STATE_USED) this.alloc.uncountUsed(w, seg.u32[(off >>> 2) + 2]!);
@@ -1237,7 +1253,10 @@ export class Pile implements Iterable<PileEntry> {
     const w = u32[h + 1]!;
     this.hSeg = seg;
     this.hOff = off;
-    if ((genOf(w) & this.tagMask) !== tag || stateOf(w) !== STATE_USED) return false;
+    if ((genOf(w) & this.tagMask) !== tag || stateOf(w) !== STATE_USED) {
+      if (stateOf(w) === STATE_DAMAGED && (genOf(w) & this.tagMask) === tag) throw this.corruptError(seg, off, 'a record that recovery found damaged and left in place');
+      return false;
+    }
     const size = u32[h]!;
     const kind = kindOf(w);
     if (!this.alloc.saneSize(off, size) || (flagsOf(w) & FLAG_BODY) !== 0 || kind === KIND_CATALOG || kind === KIND_JOURNAL || kind === 0 || kind > KIND_BUFFER) {
@@ -1291,17 +1310,7 @@ export class Pile implements Iterable<PileEntry> {
 
   /** Why the used block at `off` is damaged, or undefined when its checksum and fields hold. */
   private checkBlock(seg: Segment, off: number): string | undefined {
-    const u32 = seg.u32;
-    const h = off >>> 2;
-    const size = u32[h]!;
-    const w = u32[h + 1]!;
-    const length = u32[h + 2]!;
-    const kind = kindOf(w);
-    if (kind === 0 || kind > KIND_BUFFER) return `unknown record kind ${kind}`;
-    if (length > size - BLOCK_HEADER_SIZE) return `payload length ${length} exceeds block size ${size}`;
-    if (kind === KIND_RAW && (flagsOf(w) & FLAG_SEALED) === 0) return undefined;
-    if (blockChecksum(seg.buf, u32, off, size, checkedWord1(w), length) !== u32[h + 3]) return 'checksum mismatch';
-    return undefined;
+    return blockDamage(seg.buf, seg.u32, off);
   }
 
   private corruptAt(seg: Segment, off: number, reason: string): CorruptRecord {
@@ -1477,9 +1486,10 @@ export class Pile implements Iterable<PileEntry> {
     }
     if (index >= MAX_SEGMENTS) throw new PileError('PILE_OUT_OF_SPACE', `a pile holds at most ${MAX_SEGMENTS} segments`);
     const seg = this.persistent ? Segment.create(this.dir!, index, this.segmentSize, this.pileId) : Segment.inMemory(index, this.segmentSize, this.pileId);
+    this.alloc.initSegment(seg);
     this.segments.push(seg);
     // The file is complete before the meta file counts it, so a counted segment is never half-made.
-    this.meta?.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount: this.segments.length, clean: false });
+    this.meta?.writeHeader(this.metaHeader(this.segments.length, false));
     return seg;
   }
 
@@ -1502,7 +1512,7 @@ export class Pile implements Iterable<PileEntry> {
         if (options.maxMemory !== undefined && options.maxMemory < segmentSize) {
           throw invalid('maxMemory', `${options.maxMemory} is less than one segment (segmentSize ${segmentSize})`);
         }
-        this.meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false });
+        this.meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false, genFloor: 0 });
         return { existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
       }
       const h = this.meta.readHeader();
@@ -1520,13 +1530,18 @@ export class Pile implements Iterable<PileEntry> {
     }
   }
 
+  private metaHeader(segmentCount: number, clean: boolean): MetaHeader {
+    return { segmentSize: this.segmentSize, pileId: this.pileId, segmentCount, clean, genFloor: this.alloc.genFloor };
+  }
+
   private load(segmentCount: number, clean: boolean, onProgress: PileOptions['onProgress']): void {
     const dir = this.dir!;
+    this.alloc.genFloor = this.meta!.readHeader().genFloor;
     if (!this.readonly && segmentCount > 0 && Segment.isShortAndEmpty(dir, segmentCount - 1, this.segmentSize, this.pileId)) {
       // The last segment's file was never made whole and holds no record: uncount it (the loop
       // below deletes its file) and recover, since a clean state may name its free block.
       segmentCount--;
-      this.meta!.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount, clean: false });
+      this.meta!.writeHeader(this.metaHeader(segmentCount, false));
       this.meta!.sync();
       clean = false;
     }
@@ -1543,7 +1558,7 @@ export class Pile implements Iterable<PileEntry> {
       fs.rmSync(path.join(dir, segmentFileName(i)), { force: true });
     }
     // Mark the pile in use before the first write: a crash from now on makes the next open recover.
-    this.meta!.writeHeader({ segmentSize: this.segmentSize, pileId: this.pileId, segmentCount, clean: false });
+    this.meta!.writeHeader(this.metaHeader(segmentCount, false));
     this.meta!.sync();
     const state = clean ? this.meta!.readCleanState() : undefined;
     if (state !== undefined && this.alloc.restore(state)) {
@@ -1565,76 +1580,101 @@ export class Pile implements Iterable<PileEntry> {
     const journals: number[] = [];
     this.walkUsed((seg, off, w) => {
       if (kindOf(w) === KIND_JOURNAL && this.checkBlock(seg, off) === undefined) journals.push(this.addrOf(seg, off));
+      return seg.u32[off >>> 2]!;
     }, progress);
     // Counters are rebuilt at the end; replay must not drift them meanwhile.
     for (const a of journals) {
       const j = this.seat(a);
       this.applyJournal(j.seg, j.off);
-      j.seg.u32[(j.off >>> 2) + 1] = word1(genOf(j.seg.u32[(j.off >>> 2) + 1]!), 0, STATE_FREE, 0);
+      this.alloc.markFree(j.seg, j.off, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
       r.journalsReplayed++;
     }
     this.loadCatalog();
-    // 2. Drop torn records, and find link targets.
+    // 2. Drop torn records, and find link targets. A torn record's size is not covered by a
+    // checksum that holds: it is freed only by a size that the next header confirms (see
+    // Allocator.confirmedSize); otherwise it stays, and the rest of its segment is left untouched,
+    // so that no live record is ever freed with it.
     const bodies = new Set<number>();
     const links: number[] = [];
     this.walkUsed((seg, off, w) => {
+      const size = seg.u32[off >>> 2]!;
       const reason = this.checkBlock(seg, off);
       if (reason !== undefined) {
-        seg.u32[(off >>> 2) + 1] = word1(genOf(w), 0, STATE_FREE, 0);
+        const sure = this.alloc.confirmedSize(seg, off, size, size);
+        if (sure < 0) {
+          this.alloc.quarantine(seg, off);
+          r.corrupt.push(this.corruptAt(seg, off, `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`));
+          return -1;
+        }
+        this.alloc.markFree(seg, off, sure, genOf(w));
         r.tornRecords++;
-        return;
+        return sure;
       }
       const kind = kindOf(w);
       if (kind === KIND_LINK) links.push(this.addrOf(seg, off));
       else if (kind === KIND_CATALOG && this.addrOf(seg, off) !== this.catalogAddr) {
-        seg.u32[(off >>> 2) + 1] = word1(genOf(w), 0, STATE_FREE, 0);
+        this.alloc.markFree(seg, off, size, genOf(w));
         r.orphansFreed++;
       } else if (flagsOf(w) & FLAG_BODY) bodies.add(this.addrOf(seg, off));
+      return size;
     }, progress, r.corrupt);
     // 3. A body no link reaches was written by a set() that never committed its journal.
     for (const a of links) {
       const l = this.seat(a);
       if (this.locateBody(l.seg, l.off)) bodies.delete(this.addrOf(this.dSeg, this.dOff));
       else {
-        l.seg.u32[(l.off >>> 2) + 1] = word1(genOf(l.seg.u32[(l.off >>> 2) + 1]!), 0, STATE_FREE, 0);
+        this.alloc.markFree(l.seg, l.off, l.seg.u32[l.off >>> 2]!, genOf(l.seg.u32[(l.off >>> 2) + 1]!));
         r.tornRecords++;
       }
     }
     for (const a of bodies) {
       const b = this.seat(a);
-      b.seg.u32[(b.off >>> 2) + 1] = word1(genOf(b.seg.u32[(b.off >>> 2) + 1]!), 0, STATE_FREE, 0);
+      this.alloc.markFree(b.seg, b.off, b.seg.u32[b.off >>> 2]!, genOf(b.seg.u32[(b.off >>> 2) + 1]!));
       r.orphansFreed++;
     }
     this.recovering = false;
     this.alloc.rebuild(() => progress());
   }
 
-  /** Calls `fn` for each USED block; a damaged block size ends that segment's walk (recorded in `corrupt`). */
-  private walkUsed(fn: (seg: Segment, off: number, w: number) => void, progress: () => void, corrupt?: CorruptRecord[]): void {
+  /**
+   * Calls `fn` for each USED block, which returns the size to step by (-1: stop this segment);
+   * free and reserved blocks are stepped over by the size their check words confirm. A size that
+   * can not be trusted ends that segment's walk (recorded in `corrupt`).
+   */
+  private walkUsed(fn: (seg: Segment, off: number, w: number) => number, progress: () => void, corrupt?: CorruptRecord[]): void {
     for (const s of this.segments) {
       const seg = s.use();
       let off = SEGMENT_HEADER_SIZE;
       while (off < this.segmentSize) {
-        const size = seg.u32[off >>> 2]!;
+        let size = seg.u32[off >>> 2]!;
         if (!this.alloc.saneSize(off, size)) {
           corrupt?.push(this.corruptAt(seg, off, `bad block size ${size}; the rest of the segment is left untouched`));
           break;
         }
         const w = seg.u32[(off >>> 2) + 1]!;
-        if (stateOf(w) === STATE_USED) fn(seg, off, w);
+        if (stateOf(w) === STATE_USED) size = fn(seg, off, w);
+        else if (stateOf(w) === STATE_DAMAGED) {
+          corrupt?.push(this.corruptAt(seg, off, 'a block an earlier recovery found damaged; the rest of the segment is left untouched'));
+          size = -1;
+        } else {
+          size = this.alloc.trustedFreeSize(seg, off);
+          if (size < 0) corrupt?.push(this.corruptAt(seg, off, 'damaged free block header; the rest of the segment is left untouched'));
+        }
+        if (size < 0) break;
         off += size;
       }
       progress();
     }
   }
 
-  /** True when no block of the segment is in use or being written. */
+  /** True when no block of the segment is in use or being written (a damaged header counts as in use). */
   private segmentIsEmpty(s: Segment): boolean {
     const seg = s.use();
     let off = SEGMENT_HEADER_SIZE;
     while (off < this.segmentSize) {
-      const size = seg.u32[off >>> 2]!;
-      if (!this.alloc.saneSize(off, size) || stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) return false;
+      if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) return false;
+      const size = this.alloc.trustedFreeSize(seg, off);
+      if (size < 0) return false;
       off += size;
     }
     return true;

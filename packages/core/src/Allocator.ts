@@ -684,7 +684,9 @@ export class Allocator {
     const seg = this.segments[segIdx]?.use();
     if (seg === undefined) return;
     const off = addr - segIdx * this.segmentSize;
-    if ((off & 7) !== 0 || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - MIN_BLOCK_SIZE || stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) {
+    // The whole free header, check words included: a damaged link may name any 8-aligned spot, and
+    // a payload word there can look like a free state.
+    if (!this.checkFree(seg, off)) {
       this.damagedLists++;
       return;
     }

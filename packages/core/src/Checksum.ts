@@ -1,5 +1,5 @@
 import { crc32 } from 'node:zlib';
-import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_BUFFER, KIND_RAW, checkedWord1, flagsOf, kindOf } from './BlockFormat';
+import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_BUFFER, KIND_RAW, MIN_BLOCK_SIZE, STATE_SHIFT, blockSizeFor, checkedWord1, flagsOf, kindOf } from './BlockFormat';
 
 /**
  * Record checksum. Small payloads (the common case) use Murmur3-32 over aligned words in
@@ -79,4 +79,47 @@ export function blockDamage(buf: Buffer, u32: Uint32Array, off: number): string 
     return headerChecksum(size, checkedWord1(w), length) === u32[h + 3] ? undefined : 'header checksum mismatch';
   }
   return blockChecksum(buf, u32, off, size, checkedWord1(w), length) === u32[h + 3] ? undefined : 'checksum mismatch';
+}
+
+/** Payloads up to this length are tried by headerBitRepair (each try checksums the payload again). */
+const REPAIR_LIMIT = 1 << 16;
+
+/**
+ * For a committed block whose checksum fails: the size and word1 it had, when that is certain
+ * enough to free it by them; undefined otherwise. Tried in order: one bit of the size, word1 or
+ * length flipped back makes the checksum hold (header damage, payloads up to 64 KiB); the computed
+ * and stored checksums differ in one bit (the checksum word was hit); the header is as a put writes
+ * it (its size is the one its length needs), so the damage is in the payload.
+ * `limit` is the segment size.
+ */
+export function headerBitRepair(buf: Buffer, u32: Uint32Array, off: number, limit: number): { size: number; w1: number } | undefined {
+  const h = off >>> 2;
+  const stored = u32[h + 3]!;
+  const words = [u32[h]!, u32[h + 1]!, u32[h + 2]!] as const;
+  const sumOf = (size: number, w: number, length: number): number | undefined => {
+    const kind = kindOf(w);
+    if (size < MIN_BLOCK_SIZE || (size & 7) !== 0 || off + size > limit || length > size - BLOCK_HEADER_SIZE) return undefined;
+    if (kind === 0 || kind > KIND_BUFFER) return undefined;
+    return kind === KIND_RAW && (flagsOf(w) & FLAG_SEALED) === 0
+      ? headerChecksum(size, checkedWord1(w), length)
+      : blockChecksum(buf, u32, off, size, checkedWord1(w), length);
+  };
+  if (words[2] <= REPAIR_LIMIT) {
+    for (let word = 0; word < 3; word++) {
+      for (let bit = 0; bit < 32; bit++) {
+        if (word === 1 && (bit === STATE_SHIFT || bit === STATE_SHIFT + 1)) continue; // not covered
+        const t: [number, number, number] = [words[0], words[1], words[2]];
+        t[word] = (t[word]! ^ (1 << bit)) >>> 0;
+        if (t[2] > REPAIR_LIMIT) continue;
+        if (sumOf(t[0], t[1], t[2]) === stored) return { size: t[0], w1: t[1] };
+      }
+    }
+  }
+  const sum = words[2] <= REPAIR_LIMIT ? sumOf(words[0], words[1], words[2]) : undefined;
+  if (sum !== undefined) {
+    const diff = (sum ^ stored) >>> 0;
+    if ((diff & (diff - 1)) === 0) return { size: words[0], w1: words[1] };
+  }
+  if (kindOf(words[1]) !== 0 && kindOf(words[1]) <= KIND_BUFFER && words[0] === blockSizeFor(words[2]) && off + words[0] <= limit) return { size: words[0], w1: words[1] };
+  return undefined;
 }

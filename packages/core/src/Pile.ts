@@ -10,7 +10,7 @@ import {
   STATE_DAMAGED, STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
 } from './BlockFormat';
-import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
+import { blockChecksum, blockDamage, headerBitRepair, headerChecksum } from './Checksum';
 import { DirectoryLock } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
@@ -1600,6 +1600,15 @@ export class Pile implements Iterable<PileEntry> {
       const size = seg.u32[off >>> 2]!;
       const reason = this.checkBlock(seg, off);
       if (reason !== undefined) {
+        // Its size and generation as the header's own evidence gives them, else the size its
+        // neighbours confirm. A generation that may be damaged is never lowered: the larger one.
+        const fixed = headerBitRepair(seg.buf, seg.u32, off, this.segmentSize);
+        if (fixed !== undefined) {
+          const g = genOf(fixed.w1) > genOf(w) ? genOf(fixed.w1) : genOf(w);
+          this.alloc.markFree(seg, off, fixed.size, g);
+          r.tornRecords++;
+          return fixed.size;
+        }
         const sure = this.alloc.confirmedSize(seg, off, size, size);
         if (sure < 0) {
           this.alloc.quarantine(seg, off);
@@ -1627,6 +1636,9 @@ export class Pile implements Iterable<PileEntry> {
         r.tornRecords++;
       }
     }
+    // Where a walk stopped at damage, links past that point were not seen: a body that looks
+    // unreached may be reached from there, so none is freed.
+    if (r.corrupt.length > 0) bodies.clear();
     for (const a of bodies) {
       const b = this.seat(a);
       this.alloc.markFree(b.seg, b.off, b.seg.u32[b.off >>> 2]!, genOf(b.seg.u32[(b.off >>> 2) + 1]!));

@@ -22,7 +22,7 @@ export class PileMemory {
     this.view = pile.rawView;
   }
 
-  /** Drops every reference to the pile's memory (the core unmaps a segment when its Buffers are collected). */
+  /** Drops every reference to the pile's memory (after close the core has unmapped it and emptied these views). */
   release(): void {
     this.buf = undefined as unknown as Buffer;
     this.view = undefined as unknown as DataView;

@@ -8,6 +8,7 @@ import { decodeKey, type CacheKey } from './KeyCodec';
 import { SlotIndex, TOMBSTONE } from './SlotIndex';
 import { type ResolvedTableOptions, invalidOption } from './TableOptions';
 import { ValueCodec } from './ValueCodec';
+import type { PileMemory } from './PileMemory';
 
 /** Eviction candidates a table keeps between evictions. */
 const EVICTION_POOL = 16;
@@ -322,7 +323,8 @@ export class CacheTable<V = unknown> {
     }
     h[S_HITS]!++;
     const b = mem.buf;
-    return this.values.read(b[o + E_VALUE_KIND]!, b, view, o + E_KEY + align8(view.getUint32(o + E_KEY_LEN, true)), view.getUint32(o + E_VALUE_LEN, true));
+    const voff = valueOffset(mem);
+    return this.values.read(b[o + E_VALUE_KIND]!, b, view, o + voff, valueLength(mem, voff));
   }
 
   /**
@@ -410,7 +412,8 @@ export class CacheTable<V = unknown> {
     if (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook)) return false;
     const mem = host.mem;
     const o = mem.off;
-    const len = E_KEY + align8(mem.view.getUint32(o + E_KEY_LEN, true)) + mem.view.getUint32(o + E_VALUE_LEN, true);
+    const voff = valueOffset(mem);
+    const len = voff + valueLength(mem, voff);
     const s = host.scratch(len);
     mem.buf.copy(s.buf, 0, o, o + len);
     const created = s.view.getFloat64(E_CREATED, true);
@@ -495,9 +498,9 @@ export class CacheTable<V = unknown> {
         const mem = this.host.mem;
         const o = mem.off;
         const b = mem.buf;
-        const klen = mem.view.getUint32(o + E_KEY_LEN, true);
-        const k = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, klen);
-        const v = withValues ? this.values.read(b[o + E_VALUE_KIND]!, b, mem.view, o + E_KEY + align8(klen), mem.view.getUint32(o + E_VALUE_LEN, true)) : undefined;
+        const k = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, keyLength(mem));
+        const voff = valueOffset(mem);
+        const v = withValues ? this.values.read(b[o + E_VALUE_KIND]!, b, mem.view, o + voff, valueLength(mem, voff)) : undefined;
         last = k;
         lastPtr = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
         yield [k, v];
@@ -711,7 +714,7 @@ export class CacheTable<V = unknown> {
     mem.locate(ptr);
     const o = mem.off;
     const b = mem.buf;
-    const key = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, mem.view.getUint32(o + E_KEY_LEN, true));
+    const key = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, keyLength(mem));
     this.host.keys.prepare(key);
     return this.find() >= 0 && this.fPtr === ptr;
   }
@@ -1146,4 +1149,31 @@ export class CacheTable<V = unknown> {
     for (const p of dropped) pile.delete(p as PilePointer);
     return true;
   }
+}
+
+/**
+ * The stored key's byte length of the entry `mem` located, checked against the entry's record:
+ * a damaged length word must not make a read return a neighbour's bytes.
+ * @throws PILE_CORRUPT
+ */
+function keyLength(mem: PileMemory): number {
+  const klen = mem.view.getUint32(mem.off + E_KEY_LEN, true);
+  if (klen > mem.len - E_KEY) throw damagedEntry(mem, `key length ${klen}`);
+  return klen;
+}
+
+/** Where the value of the located entry starts, relative to the entry (key length checked). @throws PILE_CORRUPT */
+function valueOffset(mem: PileMemory): number {
+  return E_KEY + align8(keyLength(mem));
+}
+
+/** The value's byte length of the located entry, checked against the entry's record. @throws PILE_CORRUPT */
+function valueLength(mem: PileMemory, voff: number): number {
+  const vlen = mem.view.getUint32(mem.off + E_VALUE_LEN, true);
+  if (vlen > mem.len - voff) throw damagedEntry(mem, `value length ${vlen}`);
+  return vlen;
+}
+
+function damagedEntry(mem: PileMemory, what: string): PileError {
+  return new PileError('PILE_CORRUPT', `cache entry at segment offset ${mem.off}: ${what} exceeds the entry's ${mem.len} bytes`);
 }

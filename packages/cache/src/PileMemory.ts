@@ -9,6 +9,8 @@ export class PileMemory {
   buf!: Buffer;
   view!: DataView;
   off = 0;
+  /** Byte length of the located record (bounded by its block by the core's check). */
+  len = 0;
 
   constructor(private readonly pile: Pile) {}
 
@@ -20,6 +22,7 @@ export class PileMemory {
     this.off = pile.rawSeek(ptr as PilePointer);
     this.buf = pile.rawSegment;
     this.view = pile.rawView;
+    this.len = pile.rawLength;
   }
 
   /** Drops every reference to the pile's memory (after close the core has unmapped it and emptied these views). */

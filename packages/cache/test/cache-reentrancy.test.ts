@@ -53,3 +53,31 @@ describe('cache values whose code calls back into the cache', () => {
     expect(cache.pile.verify().ok).to.equal(true);
   });
 });
+
+describe('damaged cache entries', () => {
+  it('a damaged key or value length word gives PILE_CORRUPT, never a neighbour\'s bytes', () => {
+    const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+    try {
+      const t = cache.table<string>('t');
+      for (let i = 0; i < 20; i++) t.put(`k${i}`, `value ${i}`);
+      const entryOf = (key: string): Buffer => {
+        for (const e of cache.pile.entries()) {
+          if (e.kind !== 'raw') continue;
+          const b = cache.pile.rawBuffer(e.pointer);
+          if (b.length > 48 && b.includes(Buffer.from(key)) && b.includes(Buffer.from(`value ${key.slice(1)}`))) return b;
+        }
+        throw new Error(`no entry for ${key}`);
+      };
+      const v = entryOf('k5');
+      v.writeUInt32LE(v.readUInt32LE(40) + 64, 40);
+      expectPileError(() => t.get('k5'), 'PILE_CORRUPT', 'value length');
+      expectPileError(() => [...t.entries()], 'PILE_CORRUPT', 'value length');
+      const k = entryOf('k7');
+      k.writeUInt32LE(0xfffffff8, 36);
+      expectPileError(() => [...t.keys()], 'PILE_CORRUPT', 'key length');
+      expect(t.get('k3')).to.equal('value 3');
+    } finally {
+      cache.close();
+    }
+  });
+});

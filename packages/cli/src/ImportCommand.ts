@@ -14,6 +14,8 @@ export interface ImportOptions {
   table: string;
   key: string;
   schema?: string;
+  /** The shape of `schema`, when the caller has read it already (a pipe can be read only once). */
+  shape?: FlatShape;
 }
 
 /** What an import did. */
@@ -50,7 +52,8 @@ function openForImport(dir: string): Pile {
  *   record without a usable key, a record that does not match the schema
  */
 export async function importInto(pile: Pile, input: NodeJS.ReadableStream, totalBytes: number, options: ImportOptions): Promise<ImportResult> {
-  const shape: FlatShape | undefined = options.schema !== undefined ? readShapeFile(options.schema) : storedShape(pile, options.table);
+  const given = options.shape ?? (options.schema !== undefined ? readShapeFile(options.schema) : undefined);
+  const shape: FlatShape | undefined = given ?? storedShape(pile, options.table);
   const cache = await cacheOf(pile);
   let table;
   try {
@@ -61,7 +64,7 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
     if (isPileError(err)) throw new CliError(`can not open table '${options.table}': ${err.message}`, EXIT_FAILED);
     throw err;
   }
-  if (shape !== undefined && options.schema !== undefined) storeShape(pile, options.table, shape);
+  if (given !== undefined) storeShape(pile, options.table, given);
 
   const keyField = options.key;
   const splitter = new JsonRecordSplitter();
@@ -83,6 +86,11 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
     const key = (value as Record<string, unknown>)[keyField];
     if (typeof key !== 'string' && typeof key !== 'number') {
       throw new CliError(`record at ${at(pos)} has no string or number field '${keyField}' to use as its key`, EXIT_FAILED);
+    }
+    // JSON numbers become doubles: integers beyond 2^53 lose digits, so two different ids would
+    // silently become one key.
+    if (typeof key === 'number' && Number.isInteger(key) && !Number.isSafeInteger(key)) {
+      throw new CliError(`record at ${at(pos)} has key ${keyField} = ${key}, an integer beyond 2^53 that a number can not hold exactly; write such ids as strings`, EXIT_FAILED);
     }
     try {
       table.put(key, value);
@@ -133,7 +141,9 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
  * file's size when stdin is a file) goes to stderr.
  */
 export async function runImport(dir: string, options: ImportOptions): Promise<void> {
-  if (options.schema !== undefined) readShapeFile(options.schema); // a bad schema file fails before the pile is touched
+  // Read once, before the pile is touched: a bad schema file fails first, and a pipe
+  // (`--schema <(...)`) can not be read a second time.
+  const shape = options.schema !== undefined ? readShapeFile(options.schema) : undefined;
   const pile = openForImport(dir);
   try {
     let total = 0;
@@ -141,7 +151,7 @@ export async function runImport(dir: string, options: ImportOptions): Promise<vo
       const st = fs.fstatSync(0);
       if (st.isFile()) total = st.size;
     } catch { /* no size known: the bar shows bytes only */ }
-    const r = await importInto(pile, process.stdin, total, options);
+    const r = await importInto(pile, process.stdin, total, shape === undefined ? options : { ...options, shape });
     const rate = r.seconds > 0 ? `${formatCount(r.records / r.seconds)} records/s, ${formatBytes(r.bytes / r.seconds)}/s` : '';
     process.stdout.write(`imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate})\n`);
   } finally {

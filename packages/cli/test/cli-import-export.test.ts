@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { once } from 'node:events';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openCache } from '@pile/cache';
@@ -168,5 +169,31 @@ describe('pile import / export', function () {
     } finally {
       cache.close();
     }
+  });
+  it('reads a --schema given as a pipe once (it can not be read twice)', async function () {
+    const dir = path.join(t.dir, 'pile');
+    const shapeFile = path.join(t.dir, 'shape.json');
+    fs.writeFileSync(shapeFile, JSON.stringify(SHAPE));
+    const fifo = path.join(t.dir, 'shape.fifo');
+    execFileSync('mkfifo', [fifo]);
+    await writeRecords(path.join(t.dir, 'a.ndjson'), 10, 'ndjson');
+    // The pipe gives the schema, then an empty second read to a process that opens it again.
+    const feeder = spawn('sh', ['-c', `cat "${shapeFile}" > "${fifo}"; : > "${fifo}"`], { stdio: 'ignore' });
+    try {
+      const r = await runCli(['import', dir, '--table', 'products', '--key', 'id', '--schema', fifo], { stdinFile: path.join(t.dir, 'a.ndjson') });
+      expect(r.code, r.stderr).to.equal(0);
+      expect(r.stdout).to.match(/imported 10 records/);
+    } finally {
+      feeder.kill('SIGKILL');
+    }
+  });
+
+  it('refuses an integer key beyond 2^53 instead of merging two ids into one', async () => {
+    const dir = path.join(t.dir, 'pile');
+    const input = path.join(t.dir, 'big.ndjson');
+    fs.writeFileSync(input, '{"id": 1, "n": "a"}\n{"id": 9007199254740992, "n": "b"}\n{"id": 9007199254740993, "n": "c"}\n');
+    const r = await runCli(['import', dir, '--table', 't', '--key', 'id'], { stdinFile: input });
+    expect(r.code).to.equal(1);
+    expect(r.stderr).to.match(/line 2.*beyond 2\^53.*write such ids as strings; 1 record imported before it was kept/);
   });
 });

@@ -4,6 +4,10 @@ import { createExclusive, ioError } from './FileAccess';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
+/** Prefix of the marks read-only opens leave in the directory: `pile.reader.<pid>.<thread>.<start>`. */
+const READER_PREFIX = 'pile.reader.';
+/** When this process started (ms, rounded): the same in all its threads, different for an earlier life of its pid. */
+const PROCESS_START = Math.round(Date.now() / 1000 - process.uptime());
 
 /** Directories this process holds open for writing (a second openPile in-process is refused too). */
 const heldHere = new Set<string>();
@@ -37,6 +41,13 @@ export class DirectoryLock {
     if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this process`);
     for (let attempt = 0; attempt < 3; attempt++) {
       if (createWithPid(file)) {
+        // Lock first, readers second (a reader marks first and looks for the lock second): of a
+        // writer and a reader opening at once, at least one sees the other.
+        const reader = liveReader(key);
+        if (reader !== undefined) {
+          try { fs.unlinkSync(file); } catch { /* gone */ }
+          throw new PileError('PILE_LOCKED', `pile ${dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`);
+        }
         heldHere.add(key);
         removeLeftovers(key);
         return new DirectoryLock(key, file);
@@ -78,6 +89,62 @@ export class DirectoryLock {
       if (readPid(this.file) === process.pid) fs.unlinkSync(this.file);
     } catch { /* already gone: nothing to release */ }
   }
+}
+
+/**
+ * What a read-only open leaves in the directory while it is open, so that a writer does not open
+ * beside it (and it does not open beside a writer): until the multi-process support lands, a
+ * reader beside a live writer could read a record while it is written, or keep a segment the
+ * writer released. Marks of dead processes are ignored and removed.
+ */
+export class ReaderMark {
+  private constructor(private readonly file: string | undefined) {}
+
+  /**
+   * Marks `dir` as read by this process, then checks that no live writer holds it. In a directory
+   * this process may not write, no mark can be left; then no writer of this user can open either.
+   * @throws PILE_LOCKED naming the writer's pid when a live process has the pile open for writing
+   */
+  static acquire(dir: string): ReaderMark {
+    let file: string | undefined = path.join(dir, `${READER_PREFIX}${process.pid}.${threadId()}.${PROCESS_START}.${Math.random().toString(36).slice(2, 10)}`);
+    try {
+      fs.closeSync(createExclusive(file, true));
+    } catch {
+      file = undefined;
+    }
+    const mark = new ReaderMark(file);
+    const lock = path.join(dir, LOCK_FILE_NAME);
+    let owner = NaN;
+    try { owner = readPid(lock); } catch { /* no lock: no writer */ }
+    if (Number.isInteger(owner) && owner > 0 && alive(owner)) {
+      mark.release();
+      throw new PileError('PILE_LOCKED', `pile ${dir} is open for writing by process ${owner} (lock file ${lock}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writer first`);
+    }
+    return mark;
+  }
+
+  release(): void {
+    if (this.file !== undefined) try { fs.unlinkSync(this.file); } catch { /* gone */ }
+  }
+}
+
+function threadId(): number {
+  return (require('node:worker_threads') as typeof import('node:worker_threads')).threadId;
+}
+
+/** The pid of a live read-only open of `dir`, or undefined; removes the marks of dead ones. */
+function liveReader(dir: string): number | undefined {
+  let names: string[];
+  try { names = fs.readdirSync(dir); } catch { return undefined; }
+  for (const name of names) {
+    if (!name.startsWith(READER_PREFIX)) continue;
+    const [pid, , start] = name.slice(READER_PREFIX.length).split('.').map(Number);
+    if (pid === undefined || !Number.isInteger(pid)) continue;
+    const live = pid === process.pid ? Math.abs((start ?? 0) - PROCESS_START) <= 2 : alive(pid);
+    if (live) return pid;
+    try { fs.unlinkSync(path.join(dir, name)); } catch { /* removed by another */ }
+  }
+  return undefined;
 }
 
 function readPid(file: string): number {

@@ -11,7 +11,7 @@ import {
   type RecordKind,
 } from './BlockFormat';
 import { blockChecksum, blockDamage, headerBitRepair, headerChecksum } from './Checksum';
-import { DirectoryLock } from './DirectoryLock';
+import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { PileError } from './PileError';
@@ -193,7 +193,7 @@ export class Pile implements Iterable<PileEntry> {
   private segments: Segment[] = [];
   private alloc!: Allocator;
   private meta: MetaFile | undefined;
-  private lock: DirectoryLock | undefined;
+  private lock: DirectoryLock | ReaderMark | undefined;
   private closed = false;
   private recovering = false;
   private readonly verifyOnRead: boolean;
@@ -1515,6 +1515,8 @@ export class Pile implements Iterable<PileEntry> {
         this.meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false, genFloor: 0 });
         return { existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
       }
+      // Until readers beside a writer are supported, a read-only open and a writer exclude each other.
+      if (this.readonly) this.lock = ReaderMark.acquire(dir);
       const h = this.meta.readHeader();
       if (options.segmentSize !== undefined && options.segmentSize !== h.segmentSize) {
         throw invalid('segmentSize', `${options.segmentSize} differs from the pile's ${h.segmentSize} in ${dir}`);

@@ -6,6 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, PileError, isPileError } from '../src';
 import { buildCore } from './fixtures/build-core';
+import { expectPileError } from './fixtures/expect-error';
 
 const HOLDER = path.join(__dirname, 'fixtures', 'lock-holder.js');
 const LOCK = 'pile.lock';
@@ -155,36 +156,56 @@ describe('single writer lock', function () {
     }
   });
 
-  it('readonly opens alongside a writer process, sees what it flushed, and follows later roots and segments', async () => {
+  it('a read-only open beside a live writer is refused with PILE_LOCKED naming its pid, in another process and in this one', async () => {
     const w = Holder.start(dir, 'write');
-    expect((await w.next()).opened).to.equal(true);
+    const opened = await w.next();
+    expect(opened.opened).to.equal(true);
     const p1 = (await w.send({ put: { n: 1 } })).ptr as number;
-    await w.send({ root: ['one', p1] });
-    await w.send({ flush: 1 });
-    const reader = openPile({ dir, readonly: true });
     try {
-      expect(reader.get(p1 as never)).to.deep.equal({ n: 1 });
-      expect(reader.getRoot('one')).to.equal(p1);
-      expect(codeOf(() => reader.put('x'))).to.equal('PILE_READONLY');
-      // Written after the reader opened, into segments the reader has not mapped yet.
-      const big = (await w.send({ putBig: 700_000 })).ptr as number;
-      const p2 = (await w.send({ put: 'later' })).ptr as number;
-      await w.send({ root: ['two', big] });
-      expect(reader.getRoot('two')).to.equal(big);
-      expect((reader.get(big as never) as Buffer).length).to.equal(700_000);
-      expect(reader.get(p2 as never)).to.equal('later');
-      // A second reader process works alongside too.
-      const r2 = Holder.start(dir, 'read');
-      expect((await r2.next()).opened).to.equal(true);
-      expect((await r2.send({ get: p2 })).value).to.equal('later');
-      await r2.stop();
-      // A readonly pile in the writer's own process is allowed as well.
-      const local = openPile({ dir, readonly: true });
-      local.close();
+      const err = expectPileError(() => openPile({ dir, readonly: true }), 'PILE_LOCKED', `process ${opened.pid as number}`);
+      expect(err.message).to.contain('not supported');
+      const r = Holder.start(dir, 'read');
+      expect(await r.next()).to.deep.include({ error: 'PILE_LOCKED' });
+      await r.stop();
+      expect(fs.readdirSync(dir).filter((n) => n.startsWith('pile.reader.'))).to.deep.equal([]);
     } finally {
-      reader.close();
       await w.stop();
     }
+    // Once the writer is gone, readers open and read what it wrote.
+    const reader = openPile({ dir, readonly: true });
+    expect(reader.get(p1 as never)).to.deep.equal({ n: 1 });
+    reader.close();
+    const here = openPile({ dir, segmentSize: 1 << 20 });
+    expectPileError(() => openPile({ dir, readonly: true }), 'PILE_LOCKED', `process ${process.pid}`);
+    here.close();
+  });
+
+  it('a writer does not open beside a live read-only open (another process or this one); a dead reader does not stop it', async () => {
+    openPile({ dir, segmentSize: 1 << 20 }).close();
+    const r = Holder.start(dir, 'read');
+    const opened = await r.next();
+    expect(opened.opened).to.equal(true);
+    try {
+      expectPileError(() => openPile({ dir }), 'PILE_LOCKED', `read-only by process ${opened.pid as number}`);
+      expect(fs.existsSync(path.join(dir, LOCK))).to.equal(false);
+      const w = Holder.start(dir, 'write');
+      expect(await w.next()).to.deep.include({ error: 'PILE_LOCKED' });
+      await w.stop();
+    } finally {
+      await r.stop();
+    }
+    const local = openPile({ dir, readonly: true });
+    expectPileError(() => openPile({ dir }), 'PILE_LOCKED', `read-only by process ${process.pid}`);
+    local.close();
+    // A reader killed without closing leaves its mark; the next writer removes it.
+    const killed = Holder.start(dir, 'read');
+    expect((await killed.next()).opened).to.equal(true);
+    killed.child.kill('SIGKILL');
+    await killed.exited;
+    expect(fs.readdirSync(dir).filter((n) => n.startsWith('pile.reader.'))).to.have.length(1);
+    const writer = openPile({ dir });
+    expect(fs.readdirSync(dir).filter((n) => n.startsWith('pile.reader.'))).to.deep.equal([]);
+    writer.close();
   });
 });
 

@@ -56,7 +56,7 @@ function textLine(r: DumpedRecord): string {
 /**
  * `pile dump <dir>`: prints records decoded (typed ones by the layout stored in the pile), hex
  * for bytes and raw blocks.
- * Opens read-only, so it runs alongside a writer.
+ * Opens read-only (refused while a live process has the pile open for writing).
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) for an unknown root
  */
 export async function runDump(dir: string, options: DumpOptions): Promise<void> {

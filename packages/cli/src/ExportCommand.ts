@@ -24,7 +24,7 @@ const NAMED_SKIPS = 20;
 /**
  * `pile export <dir> --table NAME > data.json`: writes the table's values as a JSON array (or
  * NDJSON), entry by entry, waiting for stdout to drain, so a table of any size exports with a
- * flat heap. Opens the pile read-only, so it runs alongside a writer.
+ * flat heap. Opens the pile read-only (refused while a live writer has it open).
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) when the table does not exist
  */
 export async function runExport(dir: string, options: ExportOptions): Promise<void> {

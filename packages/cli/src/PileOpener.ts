@@ -4,7 +4,7 @@ import { CliError, EXIT_CANNOT_OPEN } from './CliError';
 
 /** How a command opens the pile it works on. */
 export interface OpenOptions {
-  /** Map read-only: works alongside a running writer, never changes a file. */
+  /** Map read-only: never changes a pile file; refused while a live process has the pile open for writing. */
   readonly: boolean;
 }
 

@@ -31,7 +31,7 @@ export function buildProgram(): Command {
 
   program
     .command('stats')
-    .description('Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only: runs alongside a writer.')
+    .description('Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only (refused while a writer has the pile open).')
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the figures as JSON')
     .action((dir: string, opts: { json?: boolean }) => runStats(dir, opts));
@@ -41,7 +41,7 @@ export function buildProgram(): Command {
     .description('Full integrity check of every record, free list and counter, with a progress bar. Exit 0 when clean, 1 with a list of damaged records, 2 when the pile can not be opened.')
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the report as JSON')
-    .option('--readonly', 'check alongside a running writer (records only: free lists and counters are not checked)')
+    .option('--readonly', 'open read-only: check records only (free lists and counters are not checked)')
     .action((dir: string, opts: { json?: boolean; readonly?: boolean }) => runVerify(dir, opts));
 
   program

@@ -72,7 +72,7 @@ export function formatStats(r: StatsReport): string {
 
 /**
  * `pile stats <dir>`: counters of the pile and of the cache tables it holds. Opens read-only,
- * so it runs alongside a writer.
+ * and is refused while a live writer has the pile open.
  * @throws CliError (exit 2) when the pile can not be opened
  */
 export async function runStats(dir: string, options: StatsOptions): Promise<void> {

@@ -6,7 +6,7 @@ import { Progress, formatCount } from './Progress';
 /** Options of `pile verify`. */
 export interface VerifyOptions {
   json?: boolean;
-  /** Check alongside a running writer: records only, no free-list or counter check. */
+  /** Open read-only: records only, no free-list or counter check. */
   readonly?: boolean;
 }
 

@@ -74,13 +74,16 @@ describe('pile verify', function () {
       const locked = await runCli(['verify', dir]);
       expect(locked.code).to.equal(2);
       expect(locked.stderr).to.match(/is locked: .*process \d+/);
-      // Read-only verify runs alongside the writer.
-      const ro = await runCli(['verify', dir, '--readonly']);
-      expect(ro.code, ro.stderr).to.equal(0);
-      expect(ro.stdout).to.match(/read-only check/);
+      // A read-only verify does not run beside a live writer (yet): refused, naming it.
+      const beside = await runCli(['verify', dir, '--readonly']);
+      expect(beside.code).to.equal(2);
+      expect(beside.stderr).to.match(/is locked: .*process \d+.*not supported/);
     } finally {
       writer.close();
     }
+    const ro = await runCli(['verify', dir, '--readonly']);
+    expect(ro.code, ro.stderr).to.equal(0);
+    expect(ro.stdout).to.match(/read-only check/);
   });
 
   it('exits 2 when a file of the pile is damaged so badly it can not be opened', async () => {

@@ -1,4 +1,4 @@
-import { PileError, encodeGuard, type CompiledSchema } from '@pile/core';
+import { PileError, encodeGuard, illFormedString, refuseFunction, unstorableValue, type CompiledSchema } from '@pile/core';
 import type { Packr } from 'msgpackr';
 
 export const VALUE_STRING = 1;
@@ -25,7 +25,7 @@ export class ValueCodec<V> {
   private get packr(): Packr {
     if (this.packrInstance === undefined) {
       const { Packr: MsgPackr } = require('msgpackr') as typeof import('msgpackr');
-      this.packrInstance = new MsgPackr({ useRecords: false, moreTypes: true });
+      this.packrInstance = new MsgPackr({ useRecords: false, moreTypes: true, writeFunction: refuseFunction('PILE_SCHEMA_VIOLATION') } as never);
     }
     return this.packrInstance;
   }
@@ -53,6 +53,8 @@ export class ValueCodec<V> {
       return n;
     }
     if (typeof value === 'string') {
+      const bad = illFormedString(value);
+      if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', `value: ${bad}`);
       this.set(VALUE_STRING, value, undefined);
       return Buffer.byteLength(value, 'utf8');
     }
@@ -60,6 +62,8 @@ export class ValueCodec<V> {
       this.set(Buffer.isBuffer(value) ? VALUE_BUFFER : VALUE_BYTES, value, undefined);
       return value.length;
     }
+    const bad = unstorableValue(value);
+    if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', `value: ${bad}`);
     let packed: Buffer;
     encodeGuard.depth++;
     try {

@@ -15,6 +15,7 @@ import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { PileError } from './PileError';
+import { illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
 import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
@@ -913,6 +914,8 @@ export class Pile implements Iterable<PileEntry> {
       // Typed arrays other than Uint8Array, Sets and bigints beyond 64 bits round-trip only with
       // the extensions; without them msgpackr writes a Float64Array as garbage bytes.
       moreTypes: true,
+      // Without it msgpackr stores a function as undefined, silently.
+      writeFunction: refuseFunction('PILE_INVALID_OPTION'),
       getStructures: () => {
         if (this.readonly) this.refreshCatalog();
         // A copy: msgpackr appends new shapes to the array it holds before saveStructures
@@ -997,6 +1000,8 @@ export class Pile implements Iterable<PileEntry> {
     this.pBytes = undefined;
     this.pValue = value;
     if (typeof value === 'string') {
+      const bad = illFormedString(value);
+      if (bad !== undefined) throw invalid('value', bad);
       this.pKind = KIND_STRING;
       this.pLen = Buffer.byteLength(value, 'utf8');
     } else if (value instanceof Uint8Array) {
@@ -1004,6 +1009,8 @@ export class Pile implements Iterable<PileEntry> {
       this.pLen = value.length;
     } else {
       // pack() may persist new record structures through saveCatalog(), which reuses the scratch fields.
+      const bad = unstorableValue(value);
+      if (bad !== undefined) throw invalid('value', bad);
       let bytes: Buffer;
       // msgpackr's packing state is one per process: a pack inside a getter of the value being
       // packed would garble both. Writes are refused meanwhile (see EncodeGuard).

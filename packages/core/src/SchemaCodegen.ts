@@ -259,6 +259,7 @@ class Generator {
         // `end` can have been cut, and only then is the exact length scanned.
         return (
           this.measure(node, x, path, false, false) +
+          `if (!${x}.isWellFormed()) illFormed(${P}, ${x});\n` +
           `view.setUint32(${at(p)}, v - o, true);\n` +
           `const ${w} = ${x}.length === 0 ? 0 : ${UTF8_WRITE(x, 'v', 'end - v')};\n` +
           `if (${w} > end - v - 4 && byteLength(${x}) !== ${w}) overflow(${P}, end - o);\n` +

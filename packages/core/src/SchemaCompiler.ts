@@ -1,6 +1,7 @@
 import type { ZodType } from 'zod';
 import { compileCached } from './CodeCache';
 import { PileError } from './PileError';
+import { illFormedString } from './ValueCheck';
 import { generateCodec, type InlineRead } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
@@ -132,6 +133,10 @@ function failValue(path: string, expected: string, value: unknown): never {
   throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: expected ${expected}, got ${showValue(value)}`);
 }
 
+function illFormed(path: string, value: string): never {
+  throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: ${illFormedString(value) ?? 'ill-formed string'}`);
+}
+
 function overflow(path: string, room: number): never {
   throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: the value changed while it was being stored and no longer fits the ${room} bytes measured for it; nothing is written`);
 }
@@ -217,10 +222,10 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
   const { source, constants, inline } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
-    ['K', 'fail', 'failValue', 'overflow', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
+    ['K', 'fail', 'failValue', 'illFormed', 'overflow', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
     source,
   );
-  const gen = factory(constants, fail, failValue, overflow, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
+  const gen = factory(constants, fail, failValue, illFormed, overflow, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
 
   const readers = new Map<PropertyKey, Reader>();
   fields.forEach((f, i) => {

@@ -11,3 +11,4 @@ export { compileDescriptor, compileSchema, isCompatibleEvolution } from './Schem
 export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';
 export type { InlineRead } from './SchemaCodegen';
 export { encodeGuard, reentrantError } from './EncodeGuard';
+export { illFormedString, refuseFunction, unstorableValue } from './ValueCheck';

@@ -19,7 +19,7 @@ const schema = z.object({
 });
 type Value = z.output<typeof schema>;
 
-// Strings without lone surrogates: UTF-8 cannot hold those (they are tested separately as replaced).
+// Strings without lone surrogates: UTF-8 cannot hold those (they are refused, tested separately).
 const text = fc.oneof(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme-ascii', maxLength: 200 }));
 const value: fc.Arbitrary<Value> = fc.record(
   {

@@ -102,9 +102,12 @@ describe('typed codec', () => {
       checkValues(z.string(), ['', 'a', 'héllo wörld', '🎉👍🏽 family 👨‍👩‍👧', '\u0000x\u0000', 'x'.repeat(100_000), '中文字符', '\uFFFF\u{10FFFF}']);
     });
 
-    it('replaces lone surrogates with U+FFFD (UTF-8 cannot hold them)', () => {
+    it('refuses lone surrogates (UTF-8 cannot hold them; they would read back as U+FFFD)', () => {
       const codec = compileSchema(z.object({ s: z.string() }));
-      expect(roundTrip(codec, { s: 'a\uD800b\uDC00' })).to.deep.equal({ s: 'a\uFFFDb\uFFFD' });
+      const buf = Buffer.alloc(64);
+      const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      expectPileError(() => codec.encode({ s: 'a\uD800b\uDC00' }, buf, view, 0, 64), 'PILE_SCHEMA_VIOLATION', 's: a string with a lone surrogate (U+D800 at index 1)');
+      expect(roundTrip(codec, { s: 'a\uD83D\uDE00b' })).to.deep.equal({ s: 'a\uD83D\uDE00b' });
     });
 
     it('booleans', () => {

@@ -100,7 +100,8 @@ describe('typed put: allocation for a length bound, then trimmed', () => {
   });
 
   it('agrees with a Map model through puts into freed blocks of every size, sets and deletes; verify() holds after each (property)', () => {
-    const text = fc.string({ unit: fc.constantFrom('a', 'é', '€', '😀', '\ud800'), maxLength: 700 });
+    // Lone surrogates are refused (test/value-round-trip.test.ts): every width of UTF-8 but those.
+    const text = fc.string({ unit: fc.constantFrom('a', 'é', '€', '😀'), maxLength: 700 });
     fc.assert(
       fc.property(
         fc.array(
@@ -147,9 +148,7 @@ describe('typed put: allocation for a length bound, then trimmed', () => {
               const report = pile.verify();
               expect(report.ok, JSON.stringify(report)).to.equal(true);
             }
-            // Lone surrogates are stored as U+FFFD, as Buffer's UTF-8 encoder writes them.
-            const fix = (s: string): string => Buffer.from(s, 'utf8').toString('utf8');
-            for (const [ptr, doc] of live) expect(view.get(ptr)).to.deep.equal({ ...doc, title: fix(doc.title), tags: doc.tags.map(fix) });
+            for (const [ptr, doc] of live) expect(view.get(ptr)).to.deep.equal(doc);
             const report = pile.verify();
             expect(report.ok, JSON.stringify(report)).to.equal(true);
             expect(pile.stats.objectCount).to.equal(live.size + generic);

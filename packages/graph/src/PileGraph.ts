@@ -1,5 +1,5 @@
 import type { ZodType } from 'zod';
-import { PileError, isPileError, type Pile, type PilePointer } from '@pile/core';
+import { PileError, isPileError, type Pile, type PilePointer, encodeGuard, reentrantError } from '@pile/core';
 import {
   TOMBSTONE, capacityFor, capacityOf, findSlot, hasRoom, insertKey, removeSlot, slotIndex, wordsFor,
 } from './AdjacencyTable';
@@ -566,6 +566,9 @@ export class PileGraph<N, E = undefined> {
   private writable(): void {
     this.open();
     if (this.pile.readonly) throw new PileError('PILE_READONLY', `graph '${this.name}': the pile is open read-only`);
+    // A write from a value's getter while the pile stores a value: refused before any raw block
+    // is touched (the pile refuses its own writes the same way).
+    if (encodeGuard.depth !== 0) throw reentrantError();
     if (this.headerWord(G_DIRTY) !== 0) this.repair();
   }
 

@@ -1,0 +1,26 @@
+import { expect } from 'chai';
+import { z } from 'zod';
+import { openCache } from '../src';
+import { SEG, expectPileError } from './helpers';
+
+describe('cache values that would not read back as they were put are refused', () => {
+  it('functions, boxed primitives and strings with lone surrogates; keys with lone surrogates stay distinct', () => {
+    const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+    try {
+      const t = cache.table<unknown>('t');
+      expectPileError(() => t.put('f', () => 1), 'PILE_SCHEMA_VIOLATION', 'a function');
+      expectPileError(() => t.put('g', { a: 1, f: () => 1 }), 'PILE_SCHEMA_VIOLATION', 'a function');
+      expectPileError(() => t.put('s', new String('abc')), 'PILE_SCHEMA_VIOLATION', 'boxed String');
+      expectPileError(() => t.put('l', 'a\ud800'), 'PILE_SCHEMA_VIOLATION', 'lone surrogate');
+      const u = cache.table('u', { schema: z.object({ name: z.string() }) });
+      expectPileError(() => u.put('l', { name: '\udc00x' }), 'PILE_SCHEMA_VIOLATION', 'name: a string with a lone surrogate');
+      expect(t.count + u.count).to.equal(0);
+      // Keys are stored as WTF-8: two keys that differ only in a lone surrogate are two keys.
+      t.put('k\ud800', 1);
+      t.put('k\udc00', 2);
+      expect([t.get('k\ud800'), t.get('k\udc00')]).to.deep.equal([1, 2]);
+    } finally {
+      cache.close();
+    }
+  });
+});

@@ -36,7 +36,12 @@ export class DirectoryLock {
   static acquire(dir: string): DirectoryLock {
     // The real path: a second open through a symlink or another spelling is the same pile, and
     // must not take over this process's own lock as if it were left by an earlier life of the pid.
-    const key = fs.realpathSync(dir);
+    let key: string;
+    try {
+      key = fs.realpathSync(dir);
+    } catch (err) {
+      throw ioError(err, `can not resolve ${dir}`);
+    }
     const file = path.join(key, LOCK_FILE_NAME);
     if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this process`);
     for (let attempt = 0; attempt < 3; attempt++) {

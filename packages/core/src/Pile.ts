@@ -14,6 +14,7 @@ import { blockChecksum, blockDamage, headerBitRepair, headerChecksum } from './C
 import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
+import { ioError } from './FileAccess';
 import { PileError } from './PileError';
 import { illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
 import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
@@ -26,6 +27,8 @@ import { TypedView, type SchemaOptions } from './TypedView';
 /** Module-local: a reference to the import itself is a property load on each use. */
 const GUARD = encodeGuard;
 const MiB = 1 << 20;
+/** Errors of the system, not of the caller's `dir`: reported as PILE_IO. */
+const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
 const GiB = 1 << 30;
 /** Multiplying by the inverse of a power of two is exact, and much cheaper than dividing. */
 const SEGMENT_INV = 1 / SEGMENT_DIV;
@@ -1505,6 +1508,8 @@ export class Pile implements Iterable<PileEntry> {
       if (!this.readonly) fs.mkdirSync(dir, { recursive: true });
       else if (!fs.statSync(dir).isDirectory()) throw new Error('not a directory');
     } catch (err) {
+      // The system refusing (permissions, a read-only or full file system) is not a bad option.
+      if (IO_REFUSALS.has((err as NodeJS.ErrnoException).code ?? '')) throw ioError(err, `can not use directory ${dir}`);
       throw invalid('dir', `can not use directory ${dir}: ${(err as Error).message}`);
     }
     if (!this.readonly) this.lock = DirectoryLock.acquire(dir);

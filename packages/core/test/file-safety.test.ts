@@ -95,6 +95,12 @@ describe('errors of the operating system are PILE_IO', function () {
     expect(fs.readdirSync(dir).filter((n) => n.startsWith('pile.lock'))).to.deep.equal([]);
   });
 
+  it('a writable open that may not create its directory is PILE_IO (EACCES), not a bad option', function () {
+    if (process.getuid?.() !== 0) this.skip();
+    expect(asNobody(tryOpen(`{ dir: ${JSON.stringify(path.join(dir, 'new'))} }`))).to.match(/^PILE_IO .*EACCES/);
+    expect(fs.existsSync(path.join(dir, 'new'))).to.equal(false);
+  });
+
   it('a read-only open of a directory it may not read is PILE_IO, not "not a pile"; an unreadable segment is PILE_IO', function () {
     if (process.getuid?.() !== 0) this.skip();
     const pile = openPile({ dir, segmentSize: MiB });

@@ -4,7 +4,7 @@ import { createExclusive, ioError } from './FileAccess';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
-/** Prefix of the marks read-only opens leave in the directory: `pile.reader.<pid>.<thread>.<start>`. */
+/** Prefix of the marks read-only opens leave in the directory: `pile.reader.<pid>.<start>.<random>`. */
 const READER_PREFIX = 'pile.reader.';
 /** When this process started (ms, rounded): the same in all its threads, different for an earlier life of its pid. */
 const PROCESS_START = Math.round(Date.now() / 1000 - process.uptime());
@@ -111,7 +111,8 @@ export class ReaderMark {
    * @throws PILE_LOCKED naming the writer's pid when a live process has the pile open for writing
    */
   static acquire(dir: string): ReaderMark {
-    let file: string | undefined = path.join(dir, `${READER_PREFIX}${process.pid}.${threadId()}.${PROCESS_START}.${Math.random().toString(36).slice(2, 10)}`);
+    // No thread id: loading worker_threads only for it would cost every read-only process.
+    let file: string | undefined = path.join(dir, `${READER_PREFIX}${process.pid}.${PROCESS_START}.${Math.random().toString(36).slice(2, 10)}`);
     try {
       fs.closeSync(createExclusive(file, true));
     } catch {
@@ -133,17 +134,13 @@ export class ReaderMark {
   }
 }
 
-function threadId(): number {
-  return (require('node:worker_threads') as typeof import('node:worker_threads')).threadId;
-}
-
 /** The pid of a live read-only open of `dir`, or undefined; removes the marks of dead ones. */
 function liveReader(dir: string): number | undefined {
   let names: string[];
   try { names = fs.readdirSync(dir); } catch { return undefined; }
   for (const name of names) {
     if (!name.startsWith(READER_PREFIX)) continue;
-    const [pid, , start] = name.slice(READER_PREFIX.length).split('.').map(Number);
+    const [pid, start] = name.slice(READER_PREFIX.length).split('.').map(Number);
     if (pid === undefined || !Number.isInteger(pid)) continue;
     const live = pid === process.pid ? Math.abs((start ?? 0) - PROCESS_START) <= 2 : alive(pid);
     if (live) return pid;

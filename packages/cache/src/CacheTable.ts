@@ -265,6 +265,12 @@ export class CacheTable<V = unknown> {
     // The value before the key: measuring it runs the caller's code, which may read this cache and
     // so replace the prepared key and the lookup state.
     const vlen = this.values.measure(value);
+    // Checked before anything is sized from them: an entry must fit in one segment, and past
+    // 2^31 the 32-bit align8 of a key length wraps.
+    const room = host.pile.segmentSize;
+    if (vlen > room || (key instanceof Uint8Array && key.length > room)) {
+      throw new PileError('PILE_TOO_LARGE', `a cache entry with a ${key instanceof Uint8Array ? `${key.length}-byte key and ` : ''}${vlen}-byte value does not fit in a segment of ${room} bytes (segmentSize)`);
+    }
     const now = host.clock();
     if (expiresAt < 0) expiresAt = maxAgeSec > 0 ? now + maxAgeSec * 1000 : 0;
     const kc = host.keys;

@@ -23,4 +23,23 @@ describe('cache values that would not read back as they were put are refused', (
       cache.close();
     }
   });
+
+  it('a value or byte key larger than a segment is PILE_TOO_LARGE before anything is sized from it', function () {
+    this.timeout(20_000);
+    const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+    try {
+      const t = cache.table<unknown>('t');
+      const huge = Buffer.allocUnsafeSlow(2 ** 31);
+      const before = process.memoryUsage().arrayBuffers;
+      expectPileError(() => t.put('v', huge), 'PILE_TOO_LARGE', 'cache entry');
+      expectPileError(() => t.put(huge, 1), 'PILE_TOO_LARGE', 'cache entry');
+      // Refused before a scratch buffer or key copy of that size was made.
+      expect(process.memoryUsage().arrayBuffers - before).to.be.lessThan(SEG * 4);
+      expectPileError(() => t.put('w', Buffer.alloc(SEG + 1)), 'PILE_TOO_LARGE');
+      expect(t.count).to.equal(0);
+      expect(t.put('ok', Buffer.alloc(10))).to.equal('inserted');
+    } finally {
+      cache.close();
+    }
+  });
 });

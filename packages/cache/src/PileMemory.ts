@@ -25,7 +25,7 @@ export class PileMemory {
     this.len = pile.rawLength;
   }
 
-  /** Drops every reference to the pile's memory (after close the core has unmapped it and emptied these views). */
+  /** Drops every reference to the pile's memory (after close the core has given it back; these views would read zeros). */
   release(): void {
     this.buf = undefined as unknown as Buffer;
     this.view = undefined as unknown as DataView;

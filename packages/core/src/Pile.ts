@@ -1737,7 +1737,7 @@ export class Pile implements Iterable<PileEntry> {
     this.meta = undefined;
     this.lock?.release();
     this.lock = undefined;
-    // Unmaps every segment now: the memory returns at once, and views still held anywhere become empty.
+    // Gives every segment's memory back now; views still held anywhere read zeros from then on.
     for (const seg of this.segments) seg.release();
     this.segments.length = 0;
     this.hSeg = this.dSeg = undefined as unknown as Segment;

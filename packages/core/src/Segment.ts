@@ -278,10 +278,9 @@ export class Segment {
   }
 
   /**
-   * Unmaps the segment at once: its memory goes back to the system without waiting for a GC.
-   * Every view of it still held anywhere (a Buffer from rawBuffer, a typed array kept by a
-   * cache or graph handle) becomes empty, so a stale access reads undefined or throws a
-   * RangeError instead of touching unmapped memory.
+   * Gives the segment's memory back at once, without waiting for a GC. A view of it still held
+   * anywhere (a Buffer from rawBuffer, a typed array kept by a cache or graph handle) reads zeros
+   * from then on and never faults; its writes reach no file.
    */
   release(): void {
     this.mapping?.unmap();

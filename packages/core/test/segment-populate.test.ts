@@ -88,11 +88,12 @@ describe('segment pages faulted in ahead of the writer', function () {
       expect(m.populate(1, PAGE)).to.equal(false);
     });
 
-    it('keeps the memory mapped until a job queued before unmap() is done', async () => {
+    it('a job queued before unmap() finishes before the memory is given back', async () => {
       const m = fresh(BIG);
+      const buf = m.buffer;
       const done = populate(m, 0, BIG);
       m.unmap();
-      expect(m.buffer.length).to.equal(0);
+      expect(buf[BIG - 1]).to.equal(0);
       // Either it ran before the unmap (0) or found the mapping released and did nothing (ENXIO).
       expect([0, os.constants.errno.ENXIO]).to.include(await done);
       expect(() => m.populate(0, PAGE)).to.throw(/unmapped/);

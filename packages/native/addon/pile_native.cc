@@ -297,19 +297,6 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     // Held strongly for the life of this object: the Buffer must not be collected (and unmapped)
     // before JavaScript has taken it from `buffer`.
     buffer_ = Napi::Persistent(buf);
-    // Anonymous memory is the pile's heap: V8 counts it as external memory, as it did the
-    // Buffer.alloc it replaces, so that its GC heuristics see what the process holds.
-    if (fd < 0) {
-      external_ = static_cast<int64_t>(length);
-      Napi::MemoryManagement::AdjustExternalMemory(env, external_);
-    }
-  }
-
-  ~Mapping() override {
-    if (external_ != 0) {
-      int64_t ignored;
-      napi_adjust_external_memory(Env(), -external_, &ignored);
-    }
   }
 
  private:
@@ -411,10 +398,6 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   void Unmap(const Napi::CallbackInfo& info) {
     region_->Release();
     buffer_.Reset();
-    if (external_ != 0) {
-      Napi::MemoryManagement::AdjustExternalMemory(info.Env(), -external_);
-      external_ = 0;
-    }
   }
 
  public:
@@ -432,8 +415,6 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   RegionRef region_;
   Napi::Reference<Napi::Buffer<uint8_t>> buffer_;
   std::string label_;
-  /** Bytes reported to V8 as external memory, until unmap(). */
-  int64_t external_ = 0;
 };
 
 class PileNative : public Napi::Addon<PileNative> {

@@ -9,6 +9,12 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
+// `pnpm pile ...` runs the workspace's script from the workspace root; relative paths are the
+// caller's, so resolve them from where pnpm was started (it passes that as INIT_CWD).
+if (process.env['npm_lifecycle_event'] === 'pile' && process.env['npm_package_name'] === 'pile-workspace' && process.env['INIT_CWD']) {
+  process.chdir(process.env['INIT_CWD']);
+}
+
 buildProgram()
   .parseAsync(process.argv)
   .catch((err: unknown) => {

@@ -21,8 +21,11 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `pile ...args` in a child process; `stdinFile` is opened as its stdin (a file, as a shell `<` would give). */
-export function runCli(args: string[], opts: { stdinFile?: string; stdin?: string; nodeArgs?: string[] } = {}): Promise<CliResult> {
+/**
+ * Runs `pile ...args` in a child process; `stdinFile` is opened as its stdin (a file, as a shell `<`
+ * would give). `cwd` is where it runs; `command` replaces `node main.js` (e.g. with pnpm).
+ */
+export function runCli(args: string[], opts: { stdinFile?: string; stdin?: string; nodeArgs?: string[]; cwd?: string; env?: NodeJS.ProcessEnv; command?: string[] } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     let stdio: ('pipe' | number)[] = ['pipe', 'pipe', 'pipe'];
     let fd: number | undefined;
@@ -30,7 +33,8 @@ export function runCli(args: string[], opts: { stdinFile?: string; stdin?: strin
       fd = fs.openSync(opts.stdinFile, 'r');
       stdio = [fd, 'pipe', 'pipe'];
     }
-    const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), MAIN, ...args], { stdio: stdio as never });
+    const [cmd, ...pre] = opts.command ?? [process.execPath, ...(opts.nodeArgs ?? []), MAIN];
+    const child = spawn(cmd!, [...pre, ...args], { stdio: stdio as never, cwd: opts.cwd, env: opts.env ?? process.env });
     if (fd !== undefined) fs.closeSync(fd);
     let stdout = '';
     let stderr = '';

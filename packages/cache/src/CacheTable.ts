@@ -725,6 +725,19 @@ export class CacheTable<V = unknown> {
     return this.find() >= 0 && this.fPtr === ptr;
   }
 
+  /** @internal Pile bytes of the table: index, header and the payload of each entry record. O(capacity). */
+  bytes(): number {
+    this.check();
+    const idx = this.idx;
+    const pile = this.host.pile;
+    let n = idx.capacity * 24 + HEADER_WORDS * 8;
+    for (let c = 0; c < idx.f64.length; c++) {
+      const f = idx.f64[c]!;
+      for (let s = 0; s < f.length; s += 3) if (f[s]! > 0) n += pile.sizeOf(f[s]! as PilePointer);
+    }
+    return n;
+  }
+
   /** @internal Frees the index, the header and every entry (dropTable); the table is unusable after. */
   destroy(): void {
     const pile = this.host.pile;

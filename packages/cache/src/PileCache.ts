@@ -1,4 +1,4 @@
-import { Pile, PileError, compileSchema, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
+import { Pile, PileError, compileSchema, isPileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import { CacheTable, EVICTION_SAMPLES, type TableMeta, type TableStats } from './CacheTable';
 import {
@@ -58,7 +58,7 @@ export interface TableInfo {
   /** True when the table's values are typed by a schema (open it with `table(name, { schema })`). */
   typed: boolean;
   collisionMode: CollisionMode;
-  /** Entries, expired ones not swept yet included. */
+  /** Live entries (expired ones are not counted). */
   count: number;
   /** Slots of the index. */
   capacity: number;
@@ -234,6 +234,18 @@ export class PileCache implements CacheHost {
     const t = this.byName.get(name);
     if (t === undefined) return undefined;
     return { name, typed: t.meta.fingerprint !== '', collisionMode: t.meta.options.collisionMode, count: t.count, capacity: t.capacity };
+  }
+
+  /**
+   * Pile bytes a table holds: its index (24 bytes a slot), its header and the payload of its entry
+   * records; undefined for an unknown name. O(capacity): it reads each entry's size.
+   * @throws PILE_CLOSED
+   */
+  tableBytes(name: string): number | undefined {
+    this.check();
+    const t = this.byName.get(name);
+    if (t === undefined) return undefined;
+    return t.bytes();
   }
 
   /**
@@ -497,7 +509,15 @@ export class PileCache implements CacheHost {
     if (schema === null || typeof schema !== 'object' || typeof (schema as { safeParse?: unknown }).safeParse !== 'function') {
       throw invalidOption('schema', `table '${name}': expected a zod schema`);
     }
-    this.pile.schema(`pile-cache:${id}`, schema as never);
+    try {
+      this.pile.schema(`pile-cache:${id}`, schema as never);
+    } catch (err) {
+      // The pile names the schema by its internal name; the user knows the table.
+      if (isPileError(err, 'PILE_SCHEMA_MISMATCH')) {
+        throw new PileError('PILE_SCHEMA_MISMATCH', `cache table '${name}': ${err.message.replace(/^PILE_SCHEMA_MISMATCH: schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`);
+      }
+      throw err;
+    }
     return compileSchema(schema as never) as CompiledSchema<V>;
   }
 

@@ -1,4 +1,6 @@
 import { isPileError, type Pile, type PileEntry, type PilePointer } from '@pile/core';
+import { cacheOf, closePile } from './CacheTables';
+import { existingTable } from './TableAccess';
 import { CliError, EXIT_FAILED } from './CliError';
 import { openExistingPile } from './PileOpener';
 import { hexOf, jsonReplacer, textOf } from './ValueFormat';
@@ -7,6 +9,8 @@ import { flushOut, writeOut } from './Output';
 /** Options of `pile dump`. */
 export interface DumpOptions {
   root?: string;
+  /** Print the entries of this cache table instead of records. */
+  table?: string;
   limit?: number;
   json?: boolean;
 }
@@ -60,6 +64,7 @@ function textLine(r: DumpedRecord): string {
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) for an unknown root
  */
 export async function runDump(dir: string, options: DumpOptions): Promise<void> {
+  if (options.table !== undefined) return dumpTable(dir, options.table, options);
   const pile = openExistingPile(dir, { readonly: true });
   try {
     const rootsOf = new Map<number, string[]>();
@@ -97,4 +102,43 @@ function findEntry(pile: Pile, p: PilePointer): PileEntry {
   // entries() is the one public place that tells a record's kind; a root is looked up once.
   for (const e of pile.entries()) if (e.pointer === p) return e;
   return { pointer: p, kind: 'msgpack', size: pile.sizeOf(p) };
+}
+
+/** One entry as `pile dump --table NAME --json` prints it (one JSON object per line). */
+export interface DumpedEntry {
+  key: unknown;
+  /** The decoded value; absent when it could not be decoded (see `note`). */
+  value?: unknown;
+  note?: string;
+}
+
+/**
+ * `pile dump <dir> --table NAME`: the table's entries, key and value decoded (a typed table made
+ * by `pile import --schema` by its stored shape), in slot order; an entry that does not decode is
+ * shown with its error, not skipped.
+ * @throws CliError (exit 2) when the pile can not be opened, (exit 1) when there is no such table
+ */
+async function dumpTable(dir: string, name: string, options: DumpOptions): Promise<void> {
+  const pile = openExistingPile(dir, { readonly: true });
+  try {
+    const cache = await cacheOf(pile);
+    const table = existingTable(pile, cache, name, undefined);
+    const limit = options.limit ?? Infinity;
+    let n = 0;
+    for (const key of table.keys()) {
+      if (n >= limit) break;
+      n++;
+      const e: DumpedEntry = { key };
+      try {
+        e.value = table.get(key);
+      } catch (err) {
+        if (!isPileError(err)) throw err;
+        e.note = `<${err.message}>`;
+      }
+      await writeOut(options.json === true ? `${JSON.stringify(e, jsonReplacer)}\n` : `${textOf(key)}  ${e.note ?? textOf(e.value)}\n`);
+    }
+    await flushOut();
+  } finally {
+    closePile(pile);
+  }
 }

@@ -7,7 +7,7 @@ import { readShapeFile, zodOfShape, type FlatShape } from './FlatSchema';
 import { JsonInputError, JsonRecordSplitter, type InputPosition } from './JsonRecordSplitter';
 import { openExistingPile } from './PileOpener';
 import { Progress, formatBytes, formatCount } from './Progress';
-import { storeShape, storedShape } from './TableAccess';
+import { forgetShape, storeShape, storedShape } from './TableAccess';
 
 /** Options of `pile import`. */
 export interface ImportOptions {
@@ -16,11 +16,19 @@ export interface ImportOptions {
   schema?: string;
   /** The shape of `schema`, when the caller has read it already (a pipe can be read only once). */
   shape?: FlatShape;
+  /** What a record whose key is already in the table does: 'replace' (default), 'skip', or 'error' (stops the import). */
+  onDuplicate?: 'replace' | 'skip' | 'error';
 }
 
 /** What an import did. */
 export interface ImportResult {
   records: number;
+  /** Records stored under a new key. */
+  inserted: number;
+  /** Records that replaced the value of a key already in the table (with --on-duplicate=replace). */
+  replaced: number;
+  /** Records left out because their key was already in the table (with --on-duplicate=skip). */
+  skipped: number;
   bytes: number;
   seconds: number;
 }
@@ -55,6 +63,9 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
   const given = options.shape ?? (options.schema !== undefined ? readShapeFile(options.schema) : undefined);
   const shape: FlatShape | undefined = given ?? storedShape(pile, options.table);
   const cache = await cacheOf(pile);
+  // An import that creates its table and then fails leaves no table behind.
+  const creates = !cache.tables().includes(options.table);
+  const onDuplicate = options.onDuplicate ?? 'replace';
   let table;
   try {
     table = shape === undefined
@@ -71,6 +82,9 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
   const bar = new Progress(`import ${options.table}`, 'bytes');
   const t0 = process.hrtime.bigint();
   let imported = 0;
+  let inserted = 0;
+  let replaced = 0;
+  let skipped = 0;
   let stop = false;
   const onSignal = (): void => {
     stop = true;
@@ -92,8 +106,16 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
     if (typeof key === 'number' && Number.isInteger(key) && !Number.isSafeInteger(key)) {
       throw new CliError(`record at ${at(pos)} has key ${keyField} = ${key}, an integer beyond 2^53 that a number can not hold exactly; write such ids as strings`, EXIT_FAILED);
     }
+    if (onDuplicate !== 'replace' && table.has(key)) {
+      if (onDuplicate === 'error') {
+        throw new CliError(`record at ${at(pos)} has the key ${JSON.stringify(key)}, which is already in table '${options.table}' (--on-duplicate=error)`, EXIT_FAILED);
+      }
+      skipped++;
+      return;
+    }
     try {
-      table.put(key, value);
+      if (table.put(key, value) === 'replaced') replaced++;
+      else inserted++;
       imported++;
     } catch (err) {
       if (isPileError(err)) throw new CliError(`record at ${at(pos)} was not imported: ${err.message}`, EXIT_FAILED);
@@ -102,6 +124,9 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
   };
   const done = (): ImportResult => ({
     records: imported,
+    inserted,
+    replaced,
+    skipped,
     bytes: splitter.bytesRead,
     seconds: Number(process.hrtime.bigint() - t0) / 1e9,
   });
@@ -122,7 +147,12 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
     bar.update(splitter.bytesRead, totalBytes);
     return done();
   } catch (err) {
-    const kept = `; ${formatCount(imported)} record${imported === 1 ? '' : 's'} imported before it ${imported === 1 ? 'was' : 'were'} kept`;
+    let kept = `; ${formatCount(imported)} record${imported === 1 ? '' : 's'} imported before it ${imported === 1 ? 'was' : 'were'} kept`;
+    if (creates && !pile.isClosed && cache.tables().includes(options.table)) {
+      cache.dropTable(options.table);
+      forgetShape(pile, options.table);
+      kept = `; table '${options.table}', which this import created, was removed`;
+    }
     if (err instanceof JsonInputError) throw new CliError(`malformed input at ${err.message}${kept}`, EXIT_FAILED);
     if (err instanceof CliError) throw new CliError(`${err.message}${kept}`, err.exitCode);
     throw err;
@@ -153,7 +183,8 @@ export async function runImport(dir: string, options: ImportOptions): Promise<vo
     } catch { /* no size known: the bar shows bytes only */ }
     const r = await importInto(pile, process.stdin, total, shape === undefined ? options : { ...options, shape });
     const rate = r.seconds > 0 ? `${formatCount(r.records / r.seconds)} records/s, ${formatBytes(r.bytes / r.seconds)}/s` : '';
-    process.stdout.write(`imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate})\n`);
+    const keys = `${formatCount(r.inserted)} new key${r.inserted === 1 ? '' : 's'}, ${formatCount(r.replaced)} replaced` + (r.skipped > 0 ? `, ${formatCount(r.skipped)} skipped (key already in the table)` : '');
+    process.stdout.write(`imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate}): ${keys}\n`);
   } finally {
     closePile(pile);
   }

@@ -1,9 +1,10 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { runCompact } from './CompactCommand';
 import { runDump } from './DumpCommand';
 import { runExport } from './ExportCommand';
 import { runImport } from './ImportCommand';
 import { runStats } from './StatsCommand';
+import { runDropTable, runTables } from './TablesCommand';
 import { runVerify } from './VerifyCommand';
 
 function positiveInt(value: string): number {
@@ -46,12 +47,27 @@ export function buildProgram(): Command {
 
   program
     .command('dump')
-    .description('Print records: decoded values, hex for bytes and raw blocks, a placeholder for typed records of unknown schema. Read-only.')
+    .description('Print records: decoded values, hex for bytes and raw blocks, a placeholder for typed records of unknown schema; with --table, the keys and values of a cache table, decoded. Read-only.')
     .argument('<dir>', 'pile directory')
     .option('--root <name>', 'print only the record of this root')
+    .option('--table <name>', 'print the entries of this cache table: key and value, decoded')
     .option('--limit <n>', 'print at most n records', positiveInt)
     .option('--json', 'one JSON object per record and line')
-    .action((dir: string, opts: { root?: string; limit?: number; json?: boolean }) => runDump(dir, opts));
+    .action((dir: string, opts: { root?: string; table?: string; limit?: number; json?: boolean }) => runDump(dir, opts));
+
+  program
+    .command('tables')
+    .description('The cache tables of a pile: name, mode, live entries, bytes and schema. Read-only.')
+    .argument('<dir>', 'pile directory')
+    .option('--json', 'print the tables as JSON')
+    .action((dir: string, opts: { json?: boolean }) => runTables(dir, opts));
+
+  program
+    .command('drop-table')
+    .description('Delete a cache table with all its entries (and the shape an import stored for it). Needs the pile unlocked.')
+    .argument('<dir>', 'pile directory')
+    .argument('<name>', 'table to delete')
+    .action((dir: string, name: string) => runDropTable(dir, name));
 
   program
     .command('compact')
@@ -66,12 +82,15 @@ export function buildProgram(): Command {
     .argument('<dir>', 'pile directory')
     .requiredOption('--table <name>', 'table to import into')
     .requiredOption('--key <field>', 'field of each record whose string or number value is its key')
+    .addOption(new Option('--on-duplicate <what>', 'a record whose key is already in the table: replace its value, skip the record, or stop with an error').choices(['replace', 'skip', 'error']).default('replace'))
     .option('--schema <file>', 'JSON file of a flat shape, e.g. {"id":"int","name":"string","price":"number","active":"boolean","note":"string?"}; types: string, number, int, int32, boolean; a trailing ? allows null or missing')
     .addHelpText('after', `
-Malformed input stops the import with its line, column and byte; the records before it stay imported.
+Malformed input stops the import with its line, column and byte. Into an existing table the records
+before it stay imported; a table the import created is removed. The report counts new keys and
+replaced (or skipped) ones.
 Example:
   pile import ./data --table products --key id --schema products.schema.json < products.ndjson`)
-    .action((dir: string, opts: { table: string; key: string; schema?: string }) => runImport(dir, opts));
+    .action((dir: string, opts: { table: string; key: string; schema?: string; onDuplicate?: 'replace' | 'skip' | 'error' }) => runImport(dir, opts));
 
   program
     .command('export')

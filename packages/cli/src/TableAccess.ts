@@ -22,6 +22,14 @@ export function storeShape(pile: Pile, table: string, shape: FlatShape): void {
   else pile.setRoot(shapeRootName(table), pile.put(shape));
 }
 
+/** Forgets the shape stored for `table` (its table was dropped). */
+export function forgetShape(pile: Pile, table: string): void {
+  const p = pile.getRoot(shapeRootName(table));
+  if (p === undefined) return;
+  pile.setRoot(shapeRootName(table), null);
+  pile.delete(p);
+}
+
 /**
  * Opens an existing table of `cache` for reading, decoding typed values with `shape` (given,
  * or stored by the import that made the table).

@@ -91,13 +91,19 @@ describe('pile import / export', function () {
     const dir = path.join(t.dir, 'pile');
     const file = path.join(t.dir, 'bad.ndjson');
     fs.writeFileSync(file, `${JSON.stringify(product(1))}\n${JSON.stringify(product(2))}\n{"id": 3, "name" "x"}\n${JSON.stringify(product(4))}\n`);
+    // Into a new table: the table the import created is removed.
+    const fresh = await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdinFile: file });
+    expect(fresh.code).to.equal(1);
+    expect(fresh.stderr).to.match(/^pile: malformed input at line 3, column 18 \(byte \d+\): Unexpected string; table 'p', which this import created, was removed\n$/);
+    // Into an existing table: what came before the error stays.
+    expect((await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdin: JSON.stringify(product(9)) })).code).to.equal(0);
     const r = await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdinFile: file });
     expect(r.code).to.equal(1);
     expect(r.stderr).to.match(/^pile: malformed input at line 3, column 18 \(byte \d+\): Unexpected string; 2 records imported before it were kept\n$/);
     const cache = openCache({ dir, readonly: true });
     try {
       const p = cache.table('p');
-      expect(p.count).to.equal(2);
+      expect(p.count).to.equal(3);
       expect(p.get(2)).to.deep.equal(product(2));
     } finally {
       cache.close();

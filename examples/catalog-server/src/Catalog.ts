@@ -33,9 +33,11 @@ export class Catalog {
    */
   static open(options: CatalogOptions): Catalog {
     const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-    const pile = openPile(options.segmentSize === undefined ? { dir: options.dir } : { dir: options.dir, segmentSize: options.segmentSize });
+    // After a crash the open recovers first: say so, as `recovering: n/N` lines (one per tenth of each phase).
+    const onProgress = recoveryLog(log);
+    const pile = openPile(options.segmentSize === undefined ? { dir: options.dir, onProgress } : { dir: options.dir, segmentSize: options.segmentSize, onProgress });
     try {
-      const cache = openCache({ pile });
+      const cache = openCache({ pile, onProgress });
       const products = cache.table<Product>('products', {
         collisionMode: 'durable',
         schema: ProductSchema,
@@ -77,4 +79,19 @@ export class Catalog {
     this.cache.close();
     if (!this.pile.isClosed) this.pile.close();
   }
+}
+
+/** An onProgress for openPile / openCache that logs `recovering: n/N (phase)` at each tenth of a phase. */
+export function recoveryLog(log: (line: string) => void): (p: { phase: string; done: number; total: number }) => void {
+  let phase = '';
+  let next = 0;
+  return (p) => {
+    if (p.phase !== phase) {
+      phase = p.phase;
+      next = 0;
+    }
+    if (p.done < next && p.done < p.total) return;
+    next = p.done + Math.max(1, Math.ceil(p.total / 10));
+    log(`recovering: ${p.done}/${p.total} (${p.phase})`);
+  };
 }

@@ -14,6 +14,7 @@ interface Started {
   child: ChildProcess;
   port: number;
   stdout: () => string;
+  stderr: () => string;
   exited: Promise<number | null>;
 }
 
@@ -26,7 +27,7 @@ function start(dir: string): Promise<Started> {
     child.stdout!.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
-      if (m !== null) resolve({ child, port: Number(m[1]), stdout: () => out, exited });
+      if (m !== null) resolve({ child, port: Number(m[1]), stdout: () => out, stderr: () => err, exited });
     });
     child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
     void exited.then((code) => reject(new Error(`server exited with ${code} before listening: ${err}`)));
@@ -114,6 +115,29 @@ describe('catalog-server', function () {
     } finally {
       second.child.kill('SIGTERM');
       expect(await second.exited).to.equal(0);
+    }
+  });
+
+  it('after kill -9, the next start logs its recovery as recovering: n/N lines', async () => {
+    const crashDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-catalog-crash-'));
+    try {
+      const first = await start(crashDir);
+      first.child.kill('SIGKILL');
+      await first.exited;
+      const second = await start(crashDir);
+      try {
+        const lines = second.stderr().split('\n').filter((l) => l.startsWith('recovering: '));
+        expect(lines.length, second.stderr()).to.be.greaterThan(1);
+        for (const l of lines) expect(l).to.match(/^recovering: \d+\/\d+ \((recover|cache-index|cache-orphans)\)$/);
+        expect(lines.some((l) => l.endsWith('(recover)'))).to.equal(true);
+        expect(lines.some((l) => l.endsWith('(cache-orphans)'))).to.equal(true);
+        expect(second.stdout()).to.match(/warm start\): 3000 products/);
+      } finally {
+        second.child.kill('SIGTERM');
+        expect(await second.exited).to.equal(0);
+      }
+    } finally {
+      fs.rmSync(crashDir, { recursive: true, force: true });
     }
   });
 });

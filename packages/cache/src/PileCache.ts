@@ -19,6 +19,12 @@ export interface CacheBehaviourOptions {
   clock?: () => number;
   /** Seconds between automatic sweeps of expired entries (an unref'd timer); 0 = only cache.sweep(). Default 30. */
   sweepIntervalSec?: number;
+  /**
+   * Called during a long open: the pile's recovery after a crash (when the cache opens the pile)
+   * and the cache's own check of its indexes (phase 'cache-index', done / total tables) and of
+   * the pile's records (phase 'cache-orphans', done / total records).
+   */
+  onProgress?: (p: { phase: string; done: number; total: number }) => void;
 }
 
 /** {@link openCache} over a pile it opens (and owns): the pile's options plus the cache's. */
@@ -109,6 +115,7 @@ export class PileCache implements CacheHost {
   private catalogPtr: PilePointer | undefined;
   private catalog: Catalog;
   private readonly byName = new Map<string, CacheTable<unknown>>();
+  private readonly onProgress: CacheBehaviourOptions['onProgress'];
   private readonly scratchRef: { buf: Buffer; view: DataView };
 
   /** Use {@link openCache}. */
@@ -119,12 +126,14 @@ export class PileCache implements CacheHost {
     if (typeof sweepIntervalSec !== 'number' || !Number.isFinite(sweepIntervalSec) || sweepIntervalSec < 0 || sweepIntervalSec > 2 ** 31 / 1000) {
       throw invalidOption('sweepIntervalSec', `expected a number of seconds from 0 to ${2 ** 31 / 1000}, got ${String(sweepIntervalSec)}`);
     }
+    if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw invalidOption('onProgress', 'expected a function');
     this.clock = clock;
+    this.onProgress = options.onProgress;
     const buf = Buffer.alloc(4096);
     this.scratchRef = { buf, view: new DataView(buf.buffer, buf.byteOffset, buf.length) };
     if ('pile' in options) {
       for (const k of Object.keys(options)) {
-        if (k !== 'pile' && !CACHE_KEYS.has(k)) throw invalidOption(k, 'a cache over a given pile takes only pile, clock and sweepIntervalSec (the pile\'s options were given when it was opened)');
+        if (k !== 'pile' && k !== 'onProgress' && !CACHE_KEYS.has(k)) throw invalidOption(k, 'a cache over a given pile takes only pile, clock, sweepIntervalSec and onProgress (the pile\'s options were given when it was opened)');
       }
       if (!(options.pile instanceof Pile)) throw invalidOption('pile', 'expected a Pile from openPile');
       if (options.pile.isClosed) throw new PileError('PILE_CLOSED', 'option pile: the pile is closed');
@@ -529,13 +538,20 @@ export class PileCache implements CacheHost {
    */
   private recover(): void {
     const byId = new Map<number, CacheTable<unknown>>();
+    const progress = this.onProgress;
+    let tablesDone = 0;
     for (const t of this.byName.values()) {
       t.recoverIndex();
       byId.set(t.meta.id, t);
+      progress?.({ phase: 'cache-index', done: ++tablesDone, total: this.byName.size });
     }
+    const records = this.pile.stats.objectCount;
+    let walked = 0;
     const pile = this.pile;
     const doomed: PilePointer[] = [];
     for (const e of pile.entries()) {
+      // Every 2^16 records: often enough for a progress line, rare enough to cost nothing.
+      if ((++walked & 0xffff) === 0) progress?.({ phase: 'cache-orphans', done: walked, total: records });
       if (e.kind !== 'raw') continue;
       const tag = pile.rawTag(e.pointer);
       if (tag >>> 24 !== TAG_MARK) continue;
@@ -555,6 +571,7 @@ export class PileCache implements CacheHost {
       if (!keep) doomed.push(e.pointer);
     }
     for (const p of doomed) pile.delete(p);
+    progress?.({ phase: 'cache-orphans', done: walked, total: Math.max(walked, records) });
   }
 
   private release(): void {

@@ -1,5 +1,6 @@
 import type { Pile } from '@pile/core';
 import { openCache, type PileCache } from '@pile/cache';
+import { Progress } from './Progress';
 
 /** One keyed table of a cache as `pile stats` shows it. */
 export interface TableSummary {
@@ -17,7 +18,13 @@ const open = new Map<Pile, PileCache>();
 export async function cacheOf(pile: Pile): Promise<PileCache> {
   let cache = open.get(pile);
   if (cache === undefined) {
-    cache = openCache({ pile, sweepIntervalSec: 0 });
+    // After a crash the cache checks its indexes and the pile's records: a progress bar on a terminal.
+    const bar = new Progress('recovering cache', 'items');
+    try {
+      cache = openCache({ pile, sweepIntervalSec: 0, onProgress: (p) => bar.update(p.done, p.total) });
+    } finally {
+      bar.stop();
+    }
     open.set(pile, cache);
   }
   return cache;

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { openPile, isPileError, type Pile } from '@pile/core';
 import { CliError, EXIT_CANNOT_OPEN } from './CliError';
+import { Progress } from './Progress';
 
 /** How a command opens the pile it works on. */
 export interface OpenOptions {
@@ -22,8 +23,10 @@ export function openExistingPile(dir: string, options: OpenOptions): Pile {
     throw new CliError(`${dir}: no such directory`, EXIT_CANNOT_OPEN);
   }
   if (!st.isDirectory()) throw new CliError(`${dir} is not a directory`, EXIT_CANNOT_OPEN);
+  // A long open (recovery after a crash) shows a progress bar on a terminal.
+  const bar = new Progress('recovering', 'items');
   try {
-    return openPile({ dir, readonly: options.readonly, create: false });
+    return openPile({ dir, readonly: options.readonly, create: false, onProgress: (p) => bar.update(p.done, p.total) });
   } catch (err) {
     if (!isPileError(err)) throw err;
     switch (err.code) {
@@ -40,5 +43,7 @@ export function openExistingPile(dir: string, options: OpenOptions): Pile {
       default:
         throw new CliError(`can not open ${dir}: ${err.message}`, EXIT_CANNOT_OPEN);
     }
+  } finally {
+    bar.stop();
   }
 }

@@ -57,3 +57,27 @@ describe('pile resolves relative paths from where it is run', function () {
     }
   });
 });
+
+describe('pile shows a progress bar while an open recovers', function () {
+  this.timeout(120_000);
+  before(buildCli);
+
+  it('verify after a kill -9 draws a recovering bar on a terminal', async function () {
+    if (!fs.existsSync('/usr/bin/script')) this.skip(); // util-linux script gives the command a terminal
+    const t = tempDir('progress');
+    try {
+      const dir = path.join(t.dir, 'data');
+      const crash = `const { openPile } = require(${JSON.stringify(path.join(REPO, 'packages/core'))});
+        const pile = openPile({ dir: ${JSON.stringify(dir)} });
+        for (let i = 0; i < 1000; i++) pile.put({ i });
+        process.kill(process.pid, 'SIGKILL');`;
+      const { spawnSync } = await import('node:child_process');
+      expect(spawnSync(process.execPath, ['-e', crash]).signal).to.equal('SIGKILL');
+      const r = spawnSync('/usr/bin/script', ['-qec', `${process.execPath} ${path.join(REPO, 'packages/cli/dist/main.js')} verify ${dir}`, '/dev/null'], { encoding: 'utf8' });
+      expect(r.status, r.stdout).to.equal(0);
+      expect(r.stdout).to.match(/recovering \[/);
+    } finally {
+      t.remove();
+    }
+  });
+});

@@ -132,6 +132,7 @@ describe('catalog-server', function () {
         expect(lines.some((l) => l.endsWith('(recover)'))).to.equal(true);
         expect(lines.some((l) => l.endsWith('(cache-orphans)'))).to.equal(true);
         expect(second.stdout()).to.match(/warm start\): 3000 products/);
+        expect(JSON.parse((await request(second.port, 'GET', '/products/2999')).body)).to.deep.equal(generateProduct(2999));
       } finally {
         second.child.kill('SIGTERM');
         expect(await second.exited).to.equal(0);

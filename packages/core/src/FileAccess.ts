@@ -50,7 +50,13 @@ export function openExisting(file: string, readonly: boolean): number | undefine
     if (code === 'ELOOP' || code === 'EISDIR') throw notRegular(file, fs.lstatSync(file));
     throw ioError(err, `can not open ${file}`);
   }
-  const st = fs.fstatSync(fd);
+  let st: fs.Stats;
+  try {
+    st = fs.fstatSync(fd);
+  } catch (err) {
+    fs.closeSync(fd);
+    throw ioError(err, `can not inspect ${file}`);
+  }
   if (!st.isFile()) {
     fs.closeSync(fd);
     throw notRegular(file, st);

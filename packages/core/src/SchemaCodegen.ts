@@ -115,6 +115,7 @@ function describeExpected(node: LayoutNode): string {
       return `integer in [${node.min}, ${node.max}]`;
     case 'int64':
     case 'uint64':
+    case 'bigint':
       return 'bigint';
     case 'date':
       return 'Date';
@@ -170,6 +171,8 @@ class Generator {
           `else if (${x} < ${lo} || ${x} > ${hi}) failValue(${P}, "bigint in ${node.kind} range", ${x});\n`
         );
       }
+      case 'bigint':
+        return `if (typeof ${x} !== "bigint") fail(${P}, "bigint", ${x});\n${sizes ? `s += bigSize(${x});\n` : ''}`;
       case 'boolean':
         return `if (typeof ${x} !== "boolean") fail(${P}, "boolean", ${x});\n`;
       case 'string':
@@ -266,6 +269,16 @@ class Generator {
           `view.setUint32(${at(p, 4)}, ${w}, true); v += ${w};\n`
         );
       }
+      case 'bigint': {
+        const n = this.id('n');
+        return (
+          this.measure(node, x, path, false, false) +
+          `const ${n} = bigSize(${x});\n` +
+          `if (${n} > end - v) overflow(${P}, end - o);\n` +
+          `view.setUint32(${at(p)}, v - o, true); view.setUint32(${at(p, 4)}, ${n}, true);\n` +
+          `bigWrite(buf, view, v, ${x}, ${n}); v += ${n};\n`
+        );
+      }
       case 'bytes':
         return (
           this.measure(node, x, path, false, false) +
@@ -341,6 +354,16 @@ class Generator {
         return `view.getBigUint64(${at(p)}, true)`;
       case 'boolean':
         return `(buf[${at(p)}] !== 0)`;
+      case 'bigint': {
+        const s = this.id('p');
+        const l = this.id('l');
+        out.push(
+          `const ${s} = o + view.getUint32(${at(p)}, true), ${l} = view.getUint32(${at(p, 4)}, true);`,
+          `if (${s} + ${l} > end || (${l} !== 8 && (${l} < 9 || buf[${s}] > 1))) corrupt(o, length);`,
+        );
+        // The int64 range, the common case, is one DataView read.
+        return `(${l} === 8 ? view.getBigInt64(${s}, true) : bigRead(buf, view, ${s}, ${l}))`;
+      }
       case 'string':
       case 'bytes': {
         const s = this.id('p');

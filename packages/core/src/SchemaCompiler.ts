@@ -2,6 +2,7 @@ import type { ZodType } from 'zod';
 import { compileCached } from './CodeCache';
 import { PileError } from './PileError';
 import { illFormedString } from './ValueCheck';
+import { bigintSize, readBigint, writeBigint } from './BigIntCodec';
 import { generateCodec, type InlineRead } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
@@ -222,10 +223,10 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
   const { source, constants, inline } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
-    ['K', 'fail', 'failValue', 'illFormed', 'overflow', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer'],
+    ['K', 'fail', 'failValue', 'illFormed', 'overflow', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer', 'bigSize', 'bigWrite', 'bigRead'],
     source,
   );
-  const gen = factory(constants, fail, failValue, illFormed, overflow, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer);
+  const gen = factory(constants, fail, failValue, illFormed, overflow, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer, bigintSize, writeBigint, readBigint);
 
   const readers = new Map<PropertyKey, Reader>();
   fields.forEach((f, i) => {

@@ -23,6 +23,8 @@ export type SchemaTypeDescriptor =
   | { readonly kind: SchemaScalarKind }
   | { readonly kind: 'string' }
   | { readonly kind: 'bytes' }
+  /** Any size: int64 values as 8 bytes, larger ones as sign and magnitude (variable section). */
+  | { readonly kind: 'bigint' }
   | { readonly kind: 'enum'; readonly values: readonly SchemaLiteral[] }
   | { readonly kind: 'maybe'; readonly nullable: boolean; readonly optional: boolean; readonly of: SchemaTypeDescriptor }
   | { readonly kind: 'array'; readonly of: SchemaTypeDescriptor }

@@ -10,7 +10,7 @@ export type LiteralValue = string | number | boolean | bigint | null | undefined
  * it is a separate type.
  */
 export type LayoutNode =
-  | { readonly kind: 'float64' | 'int64' | 'uint64' | 'boolean' | 'string' | 'date' }
+  | { readonly kind: 'float64' | 'int64' | 'uint64' | 'bigint' | 'boolean' | 'string' | 'date' }
   | { readonly kind: 'int32'; readonly min: number; readonly max: number }
   | { readonly kind: 'bytes'; readonly buffer: boolean }
   | { readonly kind: 'enum'; readonly values: readonly LiteralValue[] }
@@ -31,6 +31,7 @@ const INT32_LAYOUT_MIN = -0x7fffffff;
 const INT32_LAYOUT_MAX = 0x7fffffff;
 const UINT64_MAX = (1n << 64n) - 1n;
 const INT64_MAX = (1n << 63n) - 1n;
+const INT64_MIN = -(1n << 63n);
 
 /** Structural view of zod 4 internals; only the fields the analyser reads. */
 interface ZodLike {
@@ -128,7 +129,10 @@ function bigintLayout(def: ZodDef): LayoutNode {
   if (unsigned || (min !== undefined && min >= 0n && max !== undefined && max > INT64_MAX && max <= UINT64_MAX)) {
     return { kind: 'uint64' };
   }
-  return { kind: 'int64' };
+  // Bounds within int64: 8 fixed bytes. Otherwise z.bigint() is arbitrary precision, and so is its
+  // layout ('bigint': int64 values in 8 bytes, larger ones by magnitude; see BigIntCodec).
+  if (min !== undefined && max !== undefined && min >= INT64_MIN && max <= INT64_MAX) return { kind: 'int64' };
+  return { kind: 'bigint' };
 }
 
 function literalList(values: readonly unknown[], path: string): LiteralValue[] {
@@ -354,6 +358,7 @@ export function layoutOfType(t: SchemaTypeDescriptor): LayoutNode {
     case 'float64':
     case 'int64':
     case 'uint64':
+    case 'bigint':
     case 'boolean':
     case 'date':
     case 'string':
@@ -385,7 +390,7 @@ export function fixedSize(node: LayoutNode): number {
       return 1 + fixedSize(node.of);
     case 'object':
       return node.fields.reduce((n, f) => n + fixedSize(f.type), 0);
-    // float64, int64, uint64, date; string/bytes/array are (u32 offset, u32 length) pairs.
+    // float64, int64, uint64, date; string/bytes/bigint/array are (u32 offset, u32 length) pairs.
     default:
       return 8;
   }

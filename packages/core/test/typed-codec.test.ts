@@ -114,13 +114,16 @@ describe('typed codec', () => {
       checkValues(z.boolean(), [true, false]);
     });
 
-    it('bigints as int64, refusing values out of range', () => {
-      expect(kindOf(z.bigint())).to.equal('int64');
-      checkValues(z.bigint(), [0n, -1n, 1n, 2n ** 63n - 1n, -(2n ** 63n), 123456789012345678n]);
-      const codec = compileSchema(z.object({ b: z.bigint() }));
+    it('bigints of any size; bounds within int64 keep the 8-byte int64 layout and refuse values out of range', () => {
+      expect(kindOf(z.bigint())).to.equal('bigint');
+      checkValues(z.bigint(), [0n, -1n, 1n, 2n ** 63n - 1n, -(2n ** 63n), 123456789012345678n, 2n ** 63n, -(2n ** 63n) - 1n, 2n ** 200n]);
+      const bounded = z.bigint().min(-(2n ** 63n)).max(2n ** 63n - 1n);
+      expect(kindOf(bounded)).to.equal('int64');
+      checkValues(bounded, [0n, -1n, 2n ** 63n - 1n, -(2n ** 63n)]);
+      const codec = compileSchema(z.object({ b: bounded }));
       expectViolation(codec, { b: 2n ** 63n }, 'b: expected bigint in int64 range, got 9223372036854775808n');
       expectViolation(codec, { b: -(2n ** 63n) - 1n }, 'int64 range');
-      expectViolation(codec, { b: 5 }, 'b: expected bigint, got number');
+      expectViolation(compileSchema(z.object({ b: z.bigint() })), { b: 5 }, 'b: expected bigint, got number');
     });
 
     it('unsigned 64-bit bigints as uint64', () => {

@@ -244,7 +244,7 @@ class SyncJob : public Napi::AsyncWorker {
 
 /**
  * new Mapping(fd, length, offset, writable, label): a shared mapping of the file open as `fd`
- * (fd -1: private anonymous memory). `label` (the file's path) names it in errors.
+ * (writable false: a private copy-on-write one; fd -1: private anonymous memory). `label` (the file's path) names it in errors.
  */
 class Mapping : public Napi::ObjectWrap<Mapping> {
  public:
@@ -273,8 +273,11 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     if (info.Length() > 4 && info[4].IsString()) label_ = info[4].As<Napi::String>().Utf8Value();
     if (length == 0 || length > SIZE_MAX) throw Napi::RangeError::New(env, "Mapping: length must be a positive integer");
     if (offset % PageSize() != 0) throw Napi::RangeError::New(env, "Mapping: offset must be a multiple of the page size");
-    const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-    const int flags = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED;
+    // A file mapped for reading only is private and writable: a stray store through a Buffer of a
+    // read-only pile then lands in a copy of that page in this process instead of faulting
+    // (SIGSEGV), and never reaches the file. Pages it never wrote still show the file's contents.
+    const int prot = PROT_READ | PROT_WRITE;
+    const int flags = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : writable ? MAP_SHARED : MAP_PRIVATE;
     void* addr = mmap(nullptr, static_cast<size_t>(length), prot, flags, fd < 0 ? -1 : fd, fd < 0 ? 0 : static_cast<off_t>(offset));
     if (addr == MAP_FAILED) throw ErrnoError(env, errno, "mmap", label_);
     region_ = RegionRef(new Region(addr, static_cast<size_t>(length)));

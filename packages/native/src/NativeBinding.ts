@@ -39,8 +39,9 @@ export interface Mapping {
 export interface NativeBinding {
   /**
    * `new Mapping(fd, length, offset, writable, label?)` maps `length` bytes of the file open as
-   * `fd` from `offset` (a multiple of the page size) shared, read-write or read-only; `fd` -1
-   * maps private anonymous memory. Lengths and offsets are 64-bit (any safe integer).
+   * `fd` from `offset` (a multiple of the page size): shared read-write, or for reading (`writable`
+   * false) private copy-on-write, so that a stray store lands in this process's copy of the page
+   * instead of faulting and never reaches the file; `fd` -1 maps private anonymous memory. Lengths and offsets are 64-bit (any safe integer).
    * @throws Error with `code` = the errno name (ENOMEM, EACCES, ...), `syscall` and `path` = label
    */
   readonly Mapping: new (fd: number, length: number, offset: number, writable: boolean, label?: string) => Mapping;

@@ -44,6 +44,23 @@ describe('native mappings', () => {
     m.unmap();
   });
 
+  it('maps a file read-only: a store through its Buffer stays in this process and never reaches the file', () => {
+    const { file, fd } = fileOf(MiB);
+    const w = new native.Mapping(fd, MiB, 0, true, file);
+    w.buffer.write('kept', 8192);
+    const rofd = fs.openSync(file, 'r');
+    const r = new native.Mapping(rofd, MiB, 0, false, file);
+    fs.closeSync(fd);
+    fs.closeSync(rofd);
+    // A shared read-only mapping would kill the process here (SIGSEGV).
+    r.buffer.write('lost', 8192);
+    expect(r.buffer.subarray(8192, 8196).toString()).to.equal('lost');
+    expect(w.buffer.subarray(8192, 8196).toString()).to.equal('kept');
+    expect(fs.readFileSync(file).subarray(8192, 8196).toString()).to.equal('kept');
+    r.unmap();
+    w.unmap();
+  });
+
   it('maps a file read-only: it sees what a writer stores', () => {
     const { file, fd } = fileOf(MiB);
     const w = new native.Mapping(fd, MiB, 0, true, file);

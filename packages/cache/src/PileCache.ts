@@ -1,6 +1,6 @@
 import { Pile, PileError, compileSchema, isPileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
-import { CacheTable, EVICTION_SAMPLES, type TableMeta, type TableStats } from './CacheTable';
+import { CacheTable, EVICTION_SAMPLES, type TableHook, type TableMeta, type TableStats } from './CacheTable';
 import {
   H_COUNT, H_STATS, H_VERSION, HEADER_VERSION, HEADER_WORDS, MAX_TABLE_ID, STAT_NAMES, TAG_CHUNK, TAG_ENTRY, TAG_HEADER,
   TAG_MARK, tagOf,
@@ -117,6 +117,7 @@ export class PileCache implements CacheHost {
   private readonly byName = new Map<string, CacheTable<unknown>>();
   private readonly onProgress: CacheBehaviourOptions['onProgress'];
   private readonly scratchRef: { buf: Buffer; view: DataView };
+  private hookFactory: ((table: CacheTable<unknown>) => TableHook | undefined) | undefined;
 
   /** Use {@link openCache}. */
   constructor(options: CacheOptions | CacheOverPileOptions = {}) {
@@ -224,7 +225,29 @@ export class PileCache implements CacheHost {
     }
     const t = new CacheTable<V>(this, meta, h, codec);
     this.byName.set(name, t as CacheTable<unknown>);
+    if (this.hookFactory !== undefined) this.attachHook(t as CacheTable<unknown>);
     return t;
+  }
+
+  /**
+   * Advanced (used by `@pile/sync`): calls `attach` for every table now and for each table created
+   * later, and attaches the {@link TableHook} it returns (undefined: none). The table passed may be
+   * one not yet opened with its schema: use it only for `name`, `sequence` and `remove`.
+   * `undefined` detaches every hook. Not persisted.
+   * @throws PILE_LOCKED when a table already has another hook, PILE_CLOSED
+   */
+  setHook(attach: ((table: CacheTable<unknown>) => TableHook | undefined) | undefined): void {
+    this.check();
+    this.hookFactory = attach;
+    for (const t of this.byName.values()) {
+      if (attach === undefined) t.setHook(undefined);
+      else this.attachHook(t);
+    }
+  }
+
+  private attachHook(t: CacheTable<unknown>): void {
+    const hook = this.hookFactory!(t);
+    if (hook !== undefined) t.setHook(hook);
   }
 
   /** Names of the tables. @throws PILE_CLOSED */

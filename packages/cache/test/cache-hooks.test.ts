@@ -61,4 +61,19 @@ describe('cache table hooks', () => {
     t.setHook(recorder());
     expectPileError(() => t.setHook(recorder()), 'PILE_LOCKED', "'t'");
   });
+
+  it('attaches a cache-wide hook to existing tables and to tables created later', () => {
+    cache.table<string>('before');
+    const seen: string[] = [];
+    const h = recorder();
+    cache.setHook((t) => { seen.push(t.name); return t.name === 'skipped' ? undefined : h; });
+    cache.table<string>('after').put('k', 'v');
+    cache.table<string>('skipped').put('k', 'v');
+    cache.table<string>('before').remove('k');
+    expect(seen).to.deep.equal(['before', 'after', 'skipped']);
+    expect(h.log).to.deep.equal([['put', 'k'], ['remove', 'k']]);
+    cache.setHook(undefined);
+    cache.table<string>('after').put('k', 'w');
+    expect(h.log).to.have.length(2);
+  });
 });

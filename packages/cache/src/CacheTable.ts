@@ -69,10 +69,12 @@ export interface TableHook {
    */
   epoch: number;
   /**
-   * Called after a local change of `key`: `'put'` (stored, not a collision), `'remove'` (called
-   * whether or not the key was present: other copies may hold it), `'expiry'` (rejuvenate).
-   * Memory-pressure evictions, expiry sweeps and speculative overwrites of other keys are local and
-   * not reported. Runs synchronously inside the write; it may use other tables, not this one.
+   * Called before a local change of `key` is written: `'put'`, `'remove'`, `'expiry'` (rejuvenate),
+   * whether or not the key is present and whether or not the write then stores anything (a
+   * speculative collision, a schema violation): so a crash between the two can only announce a
+   * change that did not happen, never hide one. Memory-pressure evictions, expiry sweeps and
+   * speculative overwrites of other keys are local and not reported. Runs synchronously; it may use
+   * other tables, not this one.
    */
   changed(op: 'put' | 'remove' | 'expiry', key: CacheKey): void;
 }
@@ -261,6 +263,8 @@ export class CacheTable<V = unknown> {
         expiresAt = e;
       }
     }
+    // Before the write, and before the key is prepared (the hook may use other tables).
+    if (this.hook !== undefined) this.hook.changed('put', key);
     const host = this.host;
     // The value before the key: measuring it runs the caller's code, which may read this cache and
     // so replace the prepared key and the lookup state.
@@ -279,9 +283,7 @@ export class CacheTable<V = unknown> {
     const len = this.encode(vlen, now, expiresAt, priority);
     // A typed value is read again while it is written: a get from its getters prepared another key.
     if (kc.epoch !== epoch) kc.prepare(key);
-    const r = this.storeEncoded(len, priority, expiresAt, true);
-    if (this.hook !== undefined && r !== 'collision') this.hook.changed('put', key);
-    return r;
+    return this.storeEncoded(len, priority, expiresAt, true);
   }
 
   /**
@@ -367,9 +369,8 @@ export class CacheTable<V = unknown> {
    */
   delete(key: CacheKey): boolean {
     this.writable();
-    const removed = this.removeKey(key);
     if (this.hook !== undefined) this.hook.changed('remove', key);
-    return removed;
+    return this.removeKey(key);
   }
 
   /**
@@ -403,6 +404,8 @@ export class CacheTable<V = unknown> {
    */
   rejuvenate(key: CacheKey): boolean {
     this.writable();
+    const hook = this.hook;
+    if (hook !== undefined) hook.changed('expiry', key);
     const host = this.host;
     host.keys.prepare(key);
     const i = this.find();
@@ -414,7 +417,6 @@ export class CacheTable<V = unknown> {
       this.expireSlot(i);
       return false;
     }
-    const hook = this.hook;
     if (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook)) return false;
     const mem = host.mem;
     const o = mem.off;
@@ -429,7 +431,6 @@ export class CacheTable<V = unknown> {
     s.view.setFloat64(E_CREATED, now, true);
     s.view.setFloat64(E_EXPIRES, newExp, true);
     this.storeEncoded(len, priority, newExp, false);
-    if (hook !== undefined) hook.changed('expiry', key);
     return true;
   }
 

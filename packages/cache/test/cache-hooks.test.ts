@@ -12,7 +12,7 @@ describe('cache table hooks', () => {
   beforeEach(() => { cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 }); });
   afterEach(() => cache.close());
 
-  it('reports local puts, removes (present or not) and rejuvenates, not collisions', () => {
+  it('reports local puts, removes (present or not) and rejuvenates before writing them', () => {
     const t = cache.table<string>('t', { collisionMode: 'speculative', initialCapacity: 16, maxCapacity: 16 });
     const h = recorder();
     t.setHook(h);
@@ -22,6 +22,15 @@ describe('cache table hooks', () => {
     t.remove('a');
     t.remove('never');
     expect(h.log).to.deep.equal([['put', 'a'], ['put', 'a'], ['expiry', 'a'], ['remove', 'a'], ['remove', 'never']]);
+    // Before the write (it sees the old count), and it may use other tables of the cache.
+    const other = cache.table<string>('other');
+    t.setHook(undefined);
+    t.setHook({ serving: true, epoch: 0, changed: (op, key) => { h.log.push([`${op}:${t.count}`, key]); other.put(key, 'x'); } });
+    t.put('c', 'new');
+    expect(h.log.at(-1)).to.deep.equal(['put:0', 'c']);
+    expect([t.get('c'), other.get('c')]).to.deep.equal(['new', 'x']);
+    t.setHook(undefined);
+    h.log.length = 5;
     t.setHook(undefined);
     t.put('b', '1');
     expect(h.log).to.have.length(5);

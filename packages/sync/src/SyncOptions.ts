@@ -1,0 +1,59 @@
+import { PileError } from '@pile/core';
+import type { Redis, RedisOptions } from 'ioredis';
+
+/** Options of {@link syncCache}. */
+export interface SyncOptions {
+  /**
+   * The Redis to use: an ioredis client (its options are reused for the two connections @pile/sync
+   * opens with `duplicate()`; the client itself is left alone), a `redis://` URL, or ioredis options.
+   */
+  redis: Redis | string | RedisOptions;
+  /** The stream key of the invalidation log, shared by every host of the cache. Default `'pile:inv'`. */
+  stream?: string;
+  /** Approximate length the stream is trimmed to on each append (`XADD … MAXLEN ~ maxLen`). Default 1,000,000. */
+  maxLen?: number;
+  /**
+   * Milliseconds a host may be disconnected from, or behind, the stream before its tables stop
+   * serving local hits (reads go to the loader until it caught up). Default 5000.
+   */
+  maxLag?: number;
+  /**
+   * Identity of this host in the stream (its own entries are skipped). Default: a random id made
+   * once and stored in the pile. Two live hosts must never share one (do not copy a pile directory
+   * to a second live host without giving it its own `origin`).
+   */
+  origin?: string;
+  /** Entries read per XREAD. Default 1000. */
+  batch?: number;
+}
+
+/** Options after validation. */
+export interface ResolvedSyncOptions {
+  stream: string;
+  maxLen: number;
+  maxLag: number;
+  origin: string | undefined;
+  batch: number;
+}
+
+const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch']);
+
+function invalid(option: string, message: string): PileError {
+  return new PileError('PILE_INVALID_OPTION', `option ${option}: ${message}`);
+}
+
+/** @throws PILE_INVALID_OPTION naming the option */
+export function resolveSyncOptions(options: SyncOptions): ResolvedSyncOptions {
+  if (options === null || typeof options !== 'object') throw invalid('options', 'expected an object with at least redis');
+  for (const k of Object.keys(options)) if (!KEYS.has(k)) throw invalid(k, `unknown option (known: ${[...KEYS].join(', ')})`);
+  if (options.redis === undefined || options.redis === null || (typeof options.redis !== 'string' && typeof options.redis !== 'object')) {
+    throw invalid('redis', 'expected an ioredis client, a redis:// URL or ioredis options');
+  }
+  const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000 } = options;
+  if (typeof stream !== 'string' || stream === '') throw invalid('stream', 'expected a non-empty string');
+  if (!Number.isSafeInteger(maxLen) || maxLen < 1) throw invalid('maxLen', `expected a positive integer, got ${String(maxLen)}`);
+  if (typeof maxLag !== 'number' || !Number.isFinite(maxLag) || maxLag < 10 || maxLag > 2 ** 31 - 1) throw invalid('maxLag', `expected milliseconds from 10 to 2^31-1, got ${String(maxLag)}`);
+  if (origin !== undefined && (typeof origin !== 'string' || !/^[0-9A-Za-z_-]{1,32}$/.test(origin))) throw invalid('origin', 'expected 1 to 32 characters of [0-9A-Za-z_-]');
+  if (!Number.isSafeInteger(batch) || batch < 1 || batch > 100_000) throw invalid('batch', `expected an integer from 1 to 100000, got ${String(batch)}`);
+  return { stream, maxLen, maxLag, origin, batch };
+}

@@ -47,8 +47,9 @@ export class RedisServer {
     readonly port: number,
   ) {}
 
-  static async start(binary: string): Promise<RedisServer> {
-    const port = await freePort();
+  /** Starts one on `port`, or on a free port. */
+  static async start(binary: string, port?: number): Promise<RedisServer> {
+    port ??= await freePort();
     const proc = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'warning'], {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -62,9 +63,15 @@ export class RedisServer {
     throw new Error(`redis-server did not accept connections on port ${port} within 5 s`);
   }
 
+  /** Sends `signal` (SIGSTOP / SIGCONT to pause and resume it, SIGKILL to lose its data). */
+  signal(signal: NodeJS.Signals): void {
+    this.proc.kill(signal);
+  }
+
   async stop(): Promise<void> {
     if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => this.proc.once('exit', () => resolve()));
+    this.proc.kill('SIGCONT');
     this.proc.kill('SIGTERM');
     await exited;
   }

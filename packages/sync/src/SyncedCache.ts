@@ -276,6 +276,10 @@ export class SyncedCache {
             this.restartFrom(String(epoch), ms, seq, false);
           } else if (String(epoch) !== state.identity || state.lastMs !== epoch) {
             this.restartFrom(String(epoch), epoch, -1, true);
+          } else {
+            // Entries after this host's position may have been trimmed, with no entry after them to show the hole.
+            const resume = await this.trimmedPast(state.lastSeq);
+            if (resume !== undefined) this.restartFrom(String(epoch), epoch, resume, true);
           }
         }
         const from = state.readAfter;
@@ -312,6 +316,28 @@ export class SyncedCache {
         backoff = Math.min(backoff * 2, 500);
       }
     }
+  }
+
+  /**
+   * When entries after entry `seq` of the epoch were trimmed (the stream's first entry is past
+   * seq + 1, or it is empty and its last generated id is past seq: XINFO STREAM, Redis >= 7), the
+   * sequence number of the last entry generated, to resume after; else undefined.
+   */
+  private async trimmedPast(seq: number): Promise<number | undefined> {
+    let info: unknown[];
+    try {
+      info = (await this.sub.xinfo('STREAM', this.opts.stream)) as unknown[];
+    } catch (err) {
+      // No stream while this host had read some of it: deleted, so a hole.
+      if (err instanceof Error && /no such key/i.test(err.message)) return seq >= 0 ? -1 : undefined;
+      throw err;
+    }
+    const field = (name: string): string => String(info[info.indexOf(name) + 1]);
+    const [lastMs, lastSeq] = parseId(field('last-generated-id'));
+    if (lastMs !== this.state.lastMs) return undefined;
+    if (Number(field('length')) === 0) return lastSeq > seq ? lastSeq : undefined;
+    const [firstMs, firstSeq] = parseId(field('recorded-first-entry-id'));
+    return firstMs === lastMs && firstSeq > seq + 1 ? lastSeq : undefined;
   }
 
   /** Bumps every table's epoch to its next sequence number (gap, or first attach), and follows from (ms, seq). */

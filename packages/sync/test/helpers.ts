@@ -92,3 +92,10 @@ export class HostProcess {
     clearTimeout(t);
   }
 }
+
+/** The redis-server binary, or a plain failure saying it is missing. */
+export function findRedisServerOrFail(): string {
+  const bin = findRedisServer();
+  if (bin === undefined) throw new Error('redis-server is not on PATH: the @pile/sync tests need a real Redis (apt-get install -y redis-server); they are not skipped');
+  return bin;
+}

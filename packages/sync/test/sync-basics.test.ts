@@ -19,8 +19,8 @@ describe('sync: propagation between hosts', function () {
     admin = new Redis(url);
   });
   after(async () => {
-    admin.disconnect();
-    await redis.stop();
+    admin?.disconnect();
+    await redis?.stop();
   });
   afterEach(async () => {
     for (const h of open.splice(0)) {

@@ -21,8 +21,8 @@ describe('sync: restarts, gaps and lost connections', function () {
     admin.on('error', () => undefined);
   });
   after(async () => {
-    admin.disconnect();
-    await redis.stop();
+    admin?.disconnect();
+    await redis?.stop();
     for (const d of dirs) d();
   });
   afterEach(async () => {

@@ -22,7 +22,7 @@ export class Catalog {
   /** True when this start generated and loaded the catalog, false when it found it loaded. */
   readonly loadedNow: boolean;
 
-  private constructor(readonly pile: Pile, readonly cache: PileCache, readonly products: CacheTable<Product>, loadedNow: boolean) {
+  private constructor(readonly pile: Pile, readonly cache: PileCache, readonly products: CacheTable<Product>, loadedNow: boolean, readonly size: number) {
     this.loadedNow = loadedNow;
   }
 
@@ -50,7 +50,7 @@ export class Catalog {
         pile.setRoot(LOADED_ROOT, pile.put({ products: options.products, loadedAt: new Date().toISOString() }));
         loadedNow = true;
       }
-      return new Catalog(pile, cache, products, loadedNow);
+      return new Catalog(pile, cache, products, loadedNow, options.products);
     } catch (err) {
       pile.close();
       throw err;

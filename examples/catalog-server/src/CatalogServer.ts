@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { isPileError } from '@pile/core';
 import type { Catalog } from './Catalog';
+import type { SharedCatalog } from './SharedCatalog';
 import { GcMonitor, promFamily } from './Metrics';
 import { ProductSchema, type Product } from './Product';
 
@@ -52,7 +53,12 @@ export class CatalogServer {
   private readonly requests = new Map<string, number>();
   private readonly started = Date.now();
 
-  constructor(private readonly catalog: Catalog, private readonly startup: { readyMs: number; loadedNow: boolean }) {
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly startup: { readyMs: number; loadedNow: boolean },
+    /** With --redis: products are read through and written through the shared catalog. */
+    private readonly shared?: SharedCatalog,
+  ) {
     this.server = http.createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         const status = err instanceof HttpError ? err.status : isPileError(err, 'PILE_SCHEMA_VIOLATION') ? 400 : 500;
@@ -114,8 +120,8 @@ export class CatalogServer {
     }
   }
 
-  private getProduct(res: http.ServerResponse, id: number): void {
-    const p = this.catalog.products.get(id);
+  private async getProduct(res: http.ServerResponse, id: number): Promise<void> {
+    const p = this.shared === undefined ? this.catalog.products.get(id) : await this.shared.get(id);
     if (p === undefined) throw new HttpError(404, `no product ${id}`);
     sendJson(res, 200, p);
   }
@@ -129,14 +135,15 @@ export class CatalogServer {
       throw new HttpError(400, `body is not JSON: ${(err as Error).message}`);
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'body must be a JSON object');
-    const old = this.catalog.products.get(id);
+    const old = this.shared === undefined ? this.catalog.products.get(id) : await this.shared.get(id);
     const merged = { ...(old ?? {}), ...(body as Record<string, unknown>), id };
     const parsed = ProductSchema.safeParse(merged);
     if (!parsed.success) {
       throw new HttpError(400, `not a product: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
     }
     const product: Product = parsed.data;
-    this.catalog.products.put(id, product);
+    if (this.shared === undefined) this.catalog.products.put(id, product);
+    else await this.shared.save(product);
     sendJson(res, old === undefined ? 201 : 200, product);
   }
 
@@ -171,6 +178,7 @@ export class CatalogServer {
       uptimeSec: (Date.now() - this.started) / 1000,
       table: { count: t.count, capacity: t.capacity, loadFactor: t.loadFactor, ...t.stats },
       cache: this.catalog.cache.stats,
+      ...(this.shared === undefined ? {} : { sync: this.shared.synced.stats }),
       pile: this.catalog.pile.stats,
       gc: this.gc.byKind,
       memory: { rss: mem.rss, heapUsed: mem.heapUsed, heapTotal: mem.heapTotal, external: mem.external, arrayBuffers: mem.arrayBuffers },

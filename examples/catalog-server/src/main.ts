@@ -3,15 +3,18 @@ import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { Catalog } from './Catalog';
 import { CatalogServer } from './CatalogServer';
+import { SharedCatalog } from './SharedCatalog';
 
-const USAGE = `Usage: node examples/catalog-server/dist/main.js --dir DIR [--port PORT] [--products N] [--segment-size BYTES]
+const USAGE = `Usage: node examples/catalog-server/dist/main.js --dir DIR [--port PORT] [--products N] [--segment-size BYTES] [--redis URL]
 
 Serves a product catalog of N products (default 1,000,000) from @pile/cache in DIR, on 127.0.0.1.
   GET /products/:id   one product          PUT /products/:id  update (fields merged) or create
   GET /products       the whole catalog, streamed as a JSON array
   GET /stats          cache, pile and GC figures (JSON)     GET /metrics  Prometheus text
 The first start generates and loads the catalog; later starts are warm at once.
---port 0 picks a free port. SIGINT / SIGTERM close the cache cleanly.`;
+--port 0 picks a free port. SIGINT / SIGTERM close the cache cleanly.
+--redis URL: several servers (each with its own --dir and --port) share one catalog: changed
+products are kept in that Redis, and @pile/sync makes a PUT on one server drop the others' copies.`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -20,6 +23,7 @@ async function main(): Promise<void> {
       port: { type: 'string', default: '8080' },
       products: { type: 'string', default: '1000000' },
       'segment-size': { type: 'string' },
+      redis: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -40,10 +44,12 @@ async function main(): Promise<void> {
 
   const catalog = Catalog.open(segmentSize === undefined ? { dir: values.dir, products } : { dir: values.dir, products, segmentSize });
   const readyMs = Math.round(performance.now());
-  const server = new CatalogServer(catalog, { readyMs, loadedNow: catalog.loadedNow });
+  const shared = values.redis === undefined ? undefined : await SharedCatalog.open(catalog, values.redis);
+  const server = new CatalogServer(catalog, { readyMs, loadedNow: catalog.loadedNow }, shared);
   const bound = await server.listen(port);
   process.stdout.write(`${catalog.loadedNow ? 'catalog loaded' : 'catalog found loaded (warm start)'}: ${catalog.products.count} products\n`);
   process.stdout.write(`ready in ${readyMs} ms\n`);
+  if (shared !== undefined) process.stdout.write(`in sync through ${values.redis} (origin ${shared.synced.origin})\n`);
   process.stdout.write(`listening on http://127.0.0.1:${bound}\n`);
 
   let closing = false;
@@ -52,6 +58,7 @@ async function main(): Promise<void> {
     closing = true;
     server
       .close()
+      .then(() => shared?.close())
       .then(() => {
         catalog.close();
         process.stdout.write(`closed on ${signal}\n`);

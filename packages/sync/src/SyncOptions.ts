@@ -1,4 +1,5 @@
 import { PileError } from '@pile/core';
+import type { CacheKey } from '@pile/cache';
 import type { Redis, RedisOptions } from 'ioredis';
 
 /** Options of {@link syncCache}. */
@@ -25,6 +26,12 @@ export interface SyncOptions {
   origin?: string;
   /** Entries read per XREAD. Default 1000. */
   batch?: number;
+  /**
+   * Called after a change made on another host was applied here (this host's copy, if any, was
+   * dropped): to drop state derived from the key, or to measure propagation. Not called for changes
+   * this host kept a newer value against. It must not throw (what it throws is kept in `lastError`).
+   */
+  onInvalidate?: (table: string, key: CacheKey) => void;
 }
 
 /** Options after validation. */
@@ -34,9 +41,10 @@ export interface ResolvedSyncOptions {
   maxLag: number;
   origin: string | undefined;
   batch: number;
+  onInvalidate: ((table: string, key: CacheKey) => void) | undefined;
 }
 
-const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch']);
+const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch', 'onInvalidate']);
 
 function invalid(option: string, message: string): PileError {
   return new PileError('PILE_INVALID_OPTION', `option ${option}: ${message}`);
@@ -49,11 +57,12 @@ export function resolveSyncOptions(options: SyncOptions): ResolvedSyncOptions {
   if (options.redis === undefined || options.redis === null || (typeof options.redis !== 'string' && typeof options.redis !== 'object')) {
     throw invalid('redis', 'expected an ioredis client, a redis:// URL or ioredis options');
   }
-  const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000 } = options;
+  const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000, onInvalidate } = options;
   if (typeof stream !== 'string' || stream === '') throw invalid('stream', 'expected a non-empty string');
   if (!Number.isSafeInteger(maxLen) || maxLen < 1) throw invalid('maxLen', `expected a positive integer, got ${String(maxLen)}`);
   if (typeof maxLag !== 'number' || !Number.isFinite(maxLag) || maxLag < 10 || maxLag > 2 ** 31 - 1) throw invalid('maxLag', `expected milliseconds from 10 to 2^31-1, got ${String(maxLag)}`);
   if (origin !== undefined && (typeof origin !== 'string' || !/^[0-9A-Za-z_-]{1,32}$/.test(origin))) throw invalid('origin', 'expected 1 to 32 characters of [0-9A-Za-z_-]');
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > 100_000) throw invalid('batch', `expected an integer from 1 to 100000, got ${String(batch)}`);
-  return { stream, maxLen, maxLag, origin, batch };
+  if (onInvalidate !== undefined && typeof onInvalidate !== 'function') throw invalid('onInvalidate', 'expected a function (table, key) => void');
+  return { stream, maxLen, maxLag, origin, batch, onInvalidate };
 }

@@ -1,5 +1,5 @@
 import { PileError } from '@pile/core';
-import type { CacheKey, CacheTable, PileCache, PutOptions, TableHook } from '@pile/cache';
+import type { CacheKey, CacheTable, PileCache, PutOptions, TableHook, TableOptions } from '@pile/cache';
 import { Redis, type RedisOptions } from 'ioredis';
 import { resolveSyncOptions, type ResolvedSyncOptions, type SyncOptions } from './SyncOptions';
 import { SYNC_TABLE_PREFIX, SyncState } from './SyncState';
@@ -142,9 +142,9 @@ export class SyncedCache {
    * {@link SyncedTable.getOrLoad}. The same CacheTable is reachable through the cache and is synced either way.
    * @throws as `cache.table`
    */
-  table<V = unknown>(name: string, options?: Parameters<PileCache['table']>[1]): SyncedTable<V> {
+  table<V = unknown>(name: string, options?: TableOptions<V>): SyncedTable<V> {
     if (name.startsWith(SYNC_TABLE_PREFIX)) throw new PileError('PILE_INVALID_OPTION', `option name: '${SYNC_TABLE_PREFIX}' names @pile/sync's own tables`);
-    return new SyncedTable<V>(this, this.cache.table<V>(name, options as Parameters<PileCache['table']>[1] as never));
+    return new SyncedTable<V>(this, this.cache.table<V>(name, options));
   }
 
   /** Counters and state. @throws PILE_CLOSED */
@@ -376,6 +376,14 @@ export class SyncedCache {
       }
       state.setVersion(w.table, w.key, 0);
       state.countApplied();
+      const cb = this.opts.onInvalidate;
+      if (cb !== undefined) {
+        try {
+          cb(w.table, w.key);
+        } catch (err) {
+          this.lastError = err;
+        }
+      }
     }
   }
 

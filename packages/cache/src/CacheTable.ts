@@ -69,14 +69,14 @@ export interface TableHook {
    */
   epoch: number;
   /**
-   * Called before a local change of `key` is written: `'put'`, `'remove'`, `'expiry'` (rejuvenate),
+   * Called before a local change of `key` is written: `'put'`, `'delete'`, `'expiry'` (rejuvenate),
    * whether or not the key is present and whether or not the write then stores anything (a
    * speculative collision, a schema violation): so a crash between the two can only announce a
    * change that did not happen, never hide one. Memory-pressure evictions, expiry sweeps and
    * speculative overwrites of other keys are local and not reported. Runs synchronously; it may use
    * other tables, not this one.
    */
-  changed(op: 'put' | 'remove' | 'expiry', key: CacheKey): void;
+  changed(op: 'put' | 'delete' | 'expiry', key: CacheKey): void;
 }
 
 /** A table as persisted in the cache catalog (internal). */
@@ -369,7 +369,7 @@ export class CacheTable<V = unknown> {
    */
   delete(key: CacheKey): boolean {
     this.writable();
-    if (this.hook !== undefined) this.hook.changed('remove', key);
+    if (this.hook !== undefined) this.hook.changed('delete', key);
     return this.removeKey(key);
   }
 

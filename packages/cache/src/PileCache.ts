@@ -232,7 +232,7 @@ export class PileCache implements CacheHost {
   /**
    * Advanced (used by `@pile/sync`): calls `attach` for every table now and for each table created
    * later, and attaches the {@link TableHook} it returns (undefined: none). The table passed may be
-   * one not yet opened with its schema: use it only for `name`, `sequence` and `remove`.
+   * one not yet opened with its schema: use it only for `name`, `sequence` and `delete`.
    * `undefined` detaches every hook. Not persisted.
    * @throws PILE_LOCKED when a table already has another hook, PILE_CLOSED
    */

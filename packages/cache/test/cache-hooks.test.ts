@@ -12,16 +12,16 @@ describe('cache table hooks', () => {
   beforeEach(() => { cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 }); });
   afterEach(() => cache.close());
 
-  it('reports local puts, removes (present or not) and rejuvenates before writing them', () => {
+  it('reports local puts, deletes (present or not) and rejuvenates before writing them', () => {
     const t = cache.table<string>('t', { collisionMode: 'speculative', initialCapacity: 16, maxCapacity: 16 });
     const h = recorder();
     t.setHook(h);
     t.put('a', '1');
     t.put('a', '2');
     t.rejuvenate('a');
-    t.remove('a');
-    t.remove('never');
-    expect(h.log).to.deep.equal([['put', 'a'], ['put', 'a'], ['expiry', 'a'], ['remove', 'a'], ['remove', 'never']]);
+    t.delete('a');
+    t.remove('never'); // the deprecated alias too
+    expect(h.log).to.deep.equal([['put', 'a'], ['put', 'a'], ['expiry', 'a'], ['delete', 'a'], ['delete', 'never']]);
     // Before the write (it sees the old count), and it may use other tables of the cache.
     const other = cache.table<string>('other');
     t.setHook(undefined);
@@ -78,9 +78,9 @@ describe('cache table hooks', () => {
     cache.setHook((t) => { seen.push(t.name); return t.name === 'skipped' ? undefined : h; });
     cache.table<string>('after').put('k', 'v');
     cache.table<string>('skipped').put('k', 'v');
-    cache.table<string>('before').remove('k');
+    cache.table<string>('before').delete('k');
     expect(seen).to.deep.equal(['before', 'after', 'skipped']);
-    expect(h.log).to.deep.equal([['put', 'k'], ['remove', 'k']]);
+    expect(h.log).to.deep.equal([['put', 'k'], ['delete', 'k']]);
     cache.setHook(undefined);
     cache.table<string>('after').put('k', 'w');
     expect(h.log).to.have.length(2);

@@ -165,7 +165,7 @@ export class SyncState {
 
   setVersion(table: string, key: Parameters<CacheTable['get']>[0], version: number): void {
     if (version === 0) {
-      this.versionsOf(table).remove(key);
+      this.versionsOf(table).delete(key);
       return;
     }
     this.vview.setFloat64(0, version, true);
@@ -206,7 +206,7 @@ export class SyncState {
   published(n: number): void {
     const w = this.words;
     const head = w[W_OUT_HEAD]!;
-    for (let i = 0; i < n; i++) this.outbox.remove(head + i);
+    for (let i = 0; i < n; i++) this.outbox.delete(head + i);
     w[W_OUT_HEAD] = head + n;
     w[W_PUBLISHED]! += n;
   }

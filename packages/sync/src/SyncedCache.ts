@@ -48,12 +48,12 @@ class TableSync implements TableHook {
     this.epoch = epoch;
   }
 
-  changed(op: 'put' | 'remove' | 'expiry', key: CacheKey): void {
+  changed(op: 'put' | 'delete' | 'expiry', key: CacheKey): void {
     this.owner.localChange(this.table.name, op, key);
   }
 }
 
-const OPS: Record<'put' | 'remove' | 'expiry', Op> = { put: 'p', remove: 'd', expiry: 'e' };
+const OPS: Record<'put' | 'delete' | 'expiry', Op> = { put: 'p', delete: 'd', expiry: 'e' };
 /** Keys per XADD when the outbox holds many (a burst of writes, or writes made while Redis was down). */
 const PUBLISH_BATCH = 256;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -186,7 +186,7 @@ export class SyncedCache {
   // ------------------------------------------------------------------ local changes
 
   /** @internal From a table hook, before the change is written. */
-  localChange(table: string, op: 'put' | 'remove' | 'expiry', key: CacheKey): void {
+  localChange(table: string, op: 'put' | 'delete' | 'expiry', key: CacheKey): void {
     if (this.applying || this.filling) return;
     const id = keyId(key);
     if (this.loads.size > 0) this.markLoads(table, id);
@@ -195,7 +195,7 @@ export class SyncedCache {
     // The outbox first: once it holds the change, a crash can not lose the invalidation.
     state.enqueue(packKey(OPS[op], version, table, id));
     if (op === 'put') state.setVersion(table, key, version);
-    else if (op === 'remove') state.setVersion(table, key, 0);
+    else if (op === 'delete') state.setVersion(table, key, 0);
     this.schedulePublish();
   }
 
@@ -370,7 +370,7 @@ export class SyncedCache {
       }
       this.applying = true;
       try {
-        h.table.remove(w.key);
+        h.table.delete(w.key);
       } finally {
         this.applying = false;
       }

@@ -57,7 +57,7 @@ describe('sync: propagation between hosts', function () {
     ta.put('e', 'a2');
     await until(() => a.synced.stats.outbox === 0);
     tb.put('r', 'b3');
-    ta.remove('r');
+    ta.delete('r');
     ta.rejuvenate('e');
     expect(await until(() => tb.get('r') === undefined)).to.equal(true);
     expect(await until(() => a.synced.stats.published === b.synced.stats.applied + b.synced.stats.keptNewer)).to.equal(true);

@@ -186,7 +186,7 @@ describe('sync: restarts, gaps and lost connections', function () {
         db.set(key, read + 1);
         if (i % 2 === 0) {
           a.t.put(key, `v${read + 1}`);
-          a.t.remove(key);
+          a.t.delete(key);
         } else {
           remoteRaces++;
           const seen = a.synced.stats.applied + a.synced.stats.keptNewer;

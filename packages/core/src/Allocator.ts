@@ -13,6 +13,17 @@ const FIT_SCAN_LIMIT = 16;
 const CONFIRM_DEPTH = 8;
 /** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
 const POPULATE_CHUNK = 1 << 20;
+/** Segments a pile can have (pointers carry 14 bits of segment index). */
+const MAX_SEGMENTS = 1 << 14;
+
+/** Dirty marks of a segment since the last checkpoint (kept in pile.meta, see docs/format.md). */
+export const MARK_CLEAN = 0;
+/** Written only at or past the checkpoint's tail: recovery scans from there to the segment's end. */
+export const MARK_TAIL = 1;
+/** Written anywhere: recovery must scan the whole segment. */
+export const MARK_WHOLE = 2;
+/** Added since the checkpoint: always scanned whole, never marked. */
+const MARK_NEW = 3;
 
 export function sizeClass(size: number): number {
   if (size <= 1024) return size >>> 3;
@@ -73,6 +84,23 @@ export class Allocator {
   private freedSinceWalk = 0;
   /** 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
   private readonly segmentInv: number;
+  /**
+   * Dirty marks per segment since the last checkpoint (MARK_*). A write into a segment first
+   * raises its mark through onMark, which writes it to pile.meta before the write lands: once per
+   * segment and level per checkpoint, so the hot path costs one byte compare.
+   */
+  readonly marks = new Uint8Array(MAX_SEGMENTS);
+  /** The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
+  private ckptTailSeg = -1;
+  private ckptTailOff = 0;
+  /** Segments at the last checkpoint; later ones are scanned whole by recovery and need no mark. */
+  private ckptSegCount = 0;
+  /** Block bytes cut since the last checkpoint (the pile checkpoints once this passes checkpointBytes). */
+  sinceCheckpoint = 0;
+  /** Writes a raised mark durably (against a killed process) before the segment is written; set by the pile. */
+  onMark: (segIdx: number, level: number) => void = () => {};
+  /** Marks every segment MARK_WHOLE at once, before a walk that writes into all of them. */
+  onMarkAll: (segCount: number) => void = () => {};
 
   constructor(
     readonly segments: Segment[],
@@ -140,6 +168,7 @@ export class Allocator {
     const segIdx = Math.floor(addr * this.segmentInv);
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
+    this.touch(segIdx, off);
     const u32 = seg.u32;
     const h = off >>> 2;
     let size = u32[h]!;
@@ -199,6 +228,7 @@ export class Allocator {
     const size = u32[h]!;
     const cut = size - keep;
     if (cut <= 0) return;
+    this.touch(segIdx, h << 2);
     const r = h + (keep >>> 2);
     if (addr + size === this.tailAddr) {
       // The block ends where the tail starts: the tail moves back over the rest. Its new header
@@ -265,6 +295,8 @@ export class Allocator {
 
   /** Cuts `size` bytes (or the whole tail, when the rest could not stand alone) off the front of the tail, at `off` of `seg`. */
   private cut(seg: Segment, segIdx: number, off: number, size: number): void {
+    if (this.marks[segIdx] === MARK_CLEAN) this.mark(segIdx, off);
+    this.sinceCheckpoint += size;
     const addr = this.tailAddr;
     const u32 = seg.u32;
     const gen = (this.tailGen + 1) & GEN_MASK;
@@ -308,6 +340,7 @@ export class Allocator {
    * `onSegment` reports progress.
    */
   rebuild(onSegment?: (done: number) => void): void {
+    this.markAll();
     this.heads.fill(0);
     this.nonEmpty.fill(0);
     this.nonEmptyClasses = 0;
@@ -316,12 +349,19 @@ export class Allocator {
     this.tailAddr = this.tailEnd = this.tailGen = 0;
     this.populatedTo = this.populateMark = 0;
     this.freedSinceWalk = 0;
+    for (const s of this.segments) {
+      this.walkSegment(s.use(), SEGMENT_HEADER_SIZE);
+      onSegment?.(s.index + 1);
+    }
+  }
+
+  /** Counts the blocks of `seg` from `from` on and merges its free runs into the lists (see rebuild). */
+  private walkSegment(seg: Segment, from: number): void {
     const segSize = this.segmentSize;
     const last = this.segments.length - 1;
-    for (const s of this.segments) {
-      const seg = s.use();
+    {
       const u32 = seg.u32;
-      let off = SEGMENT_HEADER_SIZE;
+      let off = from;
       let runStart = -1;
       let runGen = 0;
       const runInner: number[] = [];
@@ -364,7 +404,6 @@ export class Allocator {
         off += size;
       }
       closeRun(off < segSize ? off : segSize);
-      onSegment?.(seg.index + 1);
     }
   }
 
@@ -414,6 +453,87 @@ export class Allocator {
     else {
       this.objectCount--;
       if (kind === KIND_LINK) this.linkCount--;
+    }
+  }
+
+  /**
+   * Raises the mark of segment `segIdx` for a write at `off`, before that write: MARK_TAIL at or
+   * past the checkpoint's tail in its segment, MARK_WHOLE elsewhere.
+   */
+  touch(segIdx: number, off: number): void {
+    const m = this.marks[segIdx]!;
+    if (m === MARK_CLEAN || (m === MARK_TAIL && off < this.ckptTailOff)) this.mark(segIdx, off);
+  }
+
+  private mark(segIdx: number, off: number): void {
+    if (segIdx >= this.ckptSegCount) {
+      this.marks[segIdx] = MARK_NEW;
+      return;
+    }
+    const level = segIdx === this.ckptTailSeg && off >= this.ckptTailOff ? MARK_TAIL : MARK_WHOLE;
+    if (this.marks[segIdx]! >= level) return;
+    this.onMark(segIdx, level);
+    this.marks[segIdx] = level;
+  }
+
+  /** Marks every segment whole (one write to pile.meta), before a walk that may write into any of them. */
+  markAll(): void {
+    const n = Math.min(this.ckptSegCount, this.segments.length);
+    let any = false;
+    for (let i = 0; i < n; i++) if (this.marks[i] !== MARK_WHOLE) any = true;
+    if (!any) return;
+    this.onMarkAll(n);
+    this.marks.fill(MARK_WHOLE, 0, n);
+  }
+
+  /** A checkpoint saved the state of now (snapshot()) and cleared the marks in pile.meta. */
+  checkpointed(): void {
+    this.marks.fill(MARK_CLEAN);
+    this.ckptSegCount = this.segments.length;
+    if (this.tailAddr !== 0) {
+      this.ckptTailSeg = Math.floor(this.tailAddr * this.segmentInv);
+      this.ckptTailOff = this.tailAddr - this.ckptTailSeg * this.segmentSize;
+    } else {
+      this.ckptTailSeg = -1;
+      this.ckptTailOff = 0;
+    }
+    this.sinceCheckpoint = 0;
+  }
+
+  /**
+   * Recovery from a checkpoint: the allocator state was restore()d from it, and `regions` (segment,
+   * offset to scan from) hold everything written since. A region that starts at the checkpoint's
+   * tail drops the tail (the walk finds its blocks); then each region is walked like rebuild() walks a
+   * segment, adding its blocks to the counters and its free runs to the lists (the run reaching the
+   * last segment's end becomes the tail).
+   */
+  rebuildRegions(regions: ReadonlyArray<readonly [number, number]>, onRegion?: () => void): void {
+    this.populatedTo = this.populateMark = 0;
+    this.freedSinceWalk = 0;
+    if (this.tailAddr !== 0) {
+      const ts = Math.floor(this.tailAddr * this.segmentInv);
+      if (regions.some(([s]) => s === ts)) {
+        this.freeBytes -= this.tailEnd - this.tailAddr;
+        this.tailAddr = this.tailEnd = this.tailGen = 0;
+      } else if (regions.length > 0) {
+        // A segment was added and the crash came before the old tail was listed: list it now,
+        // since the new segment's free end becomes the tail.
+        this.retireTail();
+      }
+    }
+    // A listed head's back link may name a block of a region (an earlier, interrupted recovery pushed it).
+    for (let c = 0; c < NUM_CLASSES; c++) {
+      const a = this.heads[c]!;
+      if (a === 0) continue;
+      const segIdx = Math.floor(a * this.segmentInv);
+      const seg = this.segments[segIdx]?.use();
+      const off = a - segIdx * this.segmentSize;
+      if (seg === undefined || !this.checkFree(seg, off)) this.dropList(c);
+      else seg.f64[(off + 24) >>> 3] = 0;
+    }
+    for (const [segIdx, from] of regions) {
+      this.walkSegment(this.segments[segIdx]!.use(), from);
+      onRegion?.();
     }
   }
 
@@ -611,6 +731,8 @@ export class Allocator {
   }
 
   private carve(addr: number, size: number, seg: Segment, off: number): number {
+    this.touch(seg.index, off);
+    this.sinceCheckpoint += size;
     const u32 = seg.u32;
     const h = off >>> 2;
     const have = u32[h]!;
@@ -634,6 +756,7 @@ export class Allocator {
   }
 
   private push(addr: number, size: number, seg: Segment, off: number): void {
+    this.touch(seg.index, off);
     const c = sizeClass(size);
     const head = this.heads[c]!;
     seg.f64[(off + 16) >>> 3] = head;
@@ -690,6 +813,7 @@ export class Allocator {
       this.damagedLists++;
       return;
     }
+    this.touch(segIdx, off);
     seg.f64[(off + at) >>> 3] = value;
   }
 

@@ -11,6 +11,20 @@ const HEADER_SIZE = 32;
 const SLOT_A = 64;
 const SLOT_SIZE = 32;
 const CLEAN_STATE_AT = 128;
+const CHECKPOINT_AT = 4096;
+const CHECKPOINT_MAGIC = 0x54504b43; // "CKPT"
+const CHECKPOINT_HEAD = 64;
+const BOOT_ID_BYTES = 40;
+/** One byte per segment: its dirty mark since the checkpoint (Allocator MARK_*). */
+const MARKS_AT = 8192;
+
+/** The allocator state a checkpoint saved (docs/format.md, Checkpoint). */
+export interface Checkpoint {
+  segmentCount: number;
+  /** The boot of the machine that wrote it: marks are trusted only while the page cache that holds them lives. */
+  bootId: string;
+  state: Float64Array;
+}
 
 /** Fields of the meta file header. */
 export interface MetaHeader {
@@ -128,6 +142,48 @@ export class MetaFile {
     b.writeUInt32LE(crc32(b.subarray(8)) >>> 0, 0);
     b.writeUInt32LE(values.length, 4);
     this.write(b, CLEAN_STATE_AT);
+  }
+
+  /** Writes a checkpoint (one pwrite, its own CRC): the allocator state that recovery starts from. */
+  writeCheckpoint(c: Checkpoint): void {
+    const b = Buffer.alloc(CHECKPOINT_HEAD + c.state.length * 8);
+    b.writeUInt32LE(CHECKPOINT_MAGIC, 8);
+    b.writeUInt32LE(c.segmentCount, 12);
+    b.write(c.bootId.slice(0, BOOT_ID_BYTES), 16, 'latin1');
+    b.writeUInt32LE(c.state.length, 56);
+    for (let i = 0; i < c.state.length; i++) b.writeDoubleLE(c.state[i]!, CHECKPOINT_HEAD + i * 8);
+    b.writeUInt32LE(b.length - 8, 4);
+    b.writeUInt32LE(crc32(b.subarray(8)) >>> 0, 0);
+    this.write(b, CHECKPOINT_AT);
+  }
+
+  /** The last checkpoint, or undefined when there is none or it is damaged. */
+  readCheckpoint(): Checkpoint | undefined {
+    const head = this.read(CHECKPOINT_AT, CHECKPOINT_HEAD);
+    const len = head.readUInt32LE(4);
+    if (len < CHECKPOINT_HEAD - 8 || len > MARKS_AT - CHECKPOINT_AT - 8) return undefined;
+    const b = this.read(CHECKPOINT_AT, len + 8);
+    if (crc32(b.subarray(8)) >>> 0 !== b.readUInt32LE(0) || b.readUInt32LE(8) !== CHECKPOINT_MAGIC) return undefined;
+    const n = b.readUInt32LE(56);
+    if (CHECKPOINT_HEAD + n * 8 !== b.length) return undefined;
+    const state = new Float64Array(n);
+    for (let i = 0; i < n; i++) state[i] = b.readDoubleLE(CHECKPOINT_HEAD + i * 8);
+    return { segmentCount: b.readUInt32LE(12), bootId: b.toString('latin1', 16, 16 + BOOT_ID_BYTES).replace(/\0+$/, ''), state };
+  }
+
+  /** Writes the dirty mark of one segment (one pwrite of one byte). */
+  writeMark(segIdx: number, level: number): void {
+    this.write(Buffer.of(level), MARKS_AT + segIdx);
+  }
+
+  /** Sets the marks of segments 0..count-1 to `level` (one pwrite): 0 clears them after a checkpoint. */
+  writeMarks(count: number, level: number): void {
+    if (count > 0) this.write(Buffer.alloc(count, level), MARKS_AT + 0);
+  }
+
+  /** The marks of segments 0..count-1. */
+  readMarks(count: number): Uint8Array {
+    return count > 0 ? this.read(MARKS_AT, count) : new Uint8Array(0);
   }
 
   sync(): void {

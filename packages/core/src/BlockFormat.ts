@@ -8,8 +8,15 @@
  * the put path.
  */
 
-/** Bumped on any incompatible change of the on-disk layout. */
-const FORMAT_VERSION = 2;
+/**
+ * Bumped on any incompatible change of the on-disk layout. 3 added the checkpoint and the dirty
+ * marks to pile.meta: a build of format 2 would neither mark nor checkpoint, so it must not write a
+ * pile that this build recovers from a checkpoint. A pile of format 2 has the same blocks and no
+ * checkpoint: it is read as it is, and its meta file says 3 from its first writable open on.
+ */
+const FORMAT_VERSION = 3;
+/** The oldest format this build reads (see FORMAT_VERSION). */
+const OLDEST_FORMAT_VERSION = 2;
 
 const SEGMENT_MAGIC = 0x47455350; // "PSEG" little-endian
 const META_MAGIC = 0x4154454d; // "META" little-endian
@@ -102,6 +109,7 @@ export function blockSizeFor(length: number): number {
 
 export {
   FORMAT_VERSION,
+  OLDEST_FORMAT_VERSION,
   SEGMENT_MAGIC,
   META_MAGIC,
   SEGMENT_HEADER_SIZE,

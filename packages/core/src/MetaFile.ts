@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
-import { FORMAT_VERSION, META_MAGIC } from './BlockFormat';
+import { FORMAT_VERSION, META_MAGIC, OLDEST_FORMAT_VERSION } from './BlockFormat';
 import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
@@ -89,13 +89,13 @@ export class MetaFile {
     if (version > FORMAT_VERSION) {
       throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
     }
-    if (version >= 1 && version < FORMAT_VERSION && crc32(b.subarray(0, 28)) >>> 0 === b.readUInt32LE(28)) {
+    if (version >= 1 && version < OLDEST_FORMAT_VERSION && crc32(b.subarray(0, 28)) >>> 0 === b.readUInt32LE(28)) {
       throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}, which this build (format ${FORMAT_VERSION}) does not read: open it with the build that wrote it and copy its records into a new pile (docs/format.md)`);
     }
     if (crc32(b.subarray(0, 28)) >>> 0 !== b.readUInt32LE(28)) {
       throw new PileError('PILE_CORRUPT', `meta file ${this.file}: header checksum mismatch at offset 28`);
     }
-    if (version !== FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
+    if (version < OLDEST_FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
     return { segmentSize: b.readUInt32LE(8), pileId: b.readUInt32LE(12), segmentCount: b.readUInt32LE(16), clean: b.readUInt32LE(20) === 1, genFloor: b.readUInt32LE(24) };
   }
 

@@ -3,7 +3,7 @@ import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import { native, type Mapping } from '@pile/native';
-import { FORMAT_VERSION, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, STATE_FREE, stateOf } from './BlockFormat';
+import { FORMAT_VERSION, OLDEST_FORMAT_VERSION, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, STATE_FREE, stateOf } from './BlockFormat';
 import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
@@ -311,7 +311,7 @@ function checkHeader(b: Buffer, file: string, index: number, size: number, pileI
   if (version > FORMAT_VERSION) {
     throw new PileError('PILE_FORMAT_VERSION', `segment file ${file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
   }
-  if (version !== FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `segment file ${file}: bad format version ${version} at offset 4`);
+  if (version < OLDEST_FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `segment file ${file}: bad format version ${version} at offset 4`);
   if (b.readUInt32LE(8) !== index) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
   if (b.readUInt32LE(12) !== size) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
   if (b.readUInt32LE(16) !== pileId) throw new PileError('PILE_CORRUPT', `segment file ${file} belongs to another pile (id at offset 16)`);

@@ -1710,13 +1710,16 @@ export class Pile implements Iterable<PileEntry> {
       if (kindOf(w) === KIND_JOURNAL && this.checkBlock(seg, off) === undefined) journals.push(this.addrOf(seg, off));
       return seg.u32[off >>> 2]!;
     }, progress, scan);
-    // Counters are rebuilt at the end; replay must not drift them meanwhile.
+    // Counters are rebuilt at the end, or (from a checkpoint) added to by the walk of what is
+    // scanned: replay must not drift them meanwhile.
+    const counters = regions === undefined ? undefined : this.alloc.snapshot();
     for (const a of journals) {
       const j = this.seat(a);
       this.applyJournal(j.seg, j.off);
       this.alloc.markFree(j.seg, j.off, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
       r.journalsReplayed++;
     }
+    if (counters !== undefined) this.alloc.restore(counters);
     this.loadCatalog();
     // 2. Drop torn records, and find link targets. A torn record's size is not covered by a
     // checksum that holds: it is freed only by a size that the next header confirms (see

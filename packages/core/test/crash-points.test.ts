@@ -204,6 +204,17 @@ describe('crash at each point of the write path', function () {
     expect(r.bytesScanned).to.be.lessThan(2 << 20);
   });
 
+  it('a set of a record written after the checkpoint, killed after its journal, is replayed by a recovery from the checkpoint', () => {
+    // A new pile: no free list to take the record or its journal from, so both are cut from the tail.
+    dir = path.join(tmp, `fresh-${n++}`);
+    const m = crashAt(dir, 'tail-journal-committed').find((x) => x.ptr !== undefined);
+    const r = reopen((pile) => {
+      expect(pile.get(m!.ptr as PilePointer)).to.equal('its new value, longer than the old one');
+    });
+    expect(r.full).to.equal(false);
+    expect(r.journalsReplayed).to.equal(1);
+  });
+
   it('a recovery from a checkpoint killed while rebuilding is itself recovered', () => {
     const lines = crashAt(dir, 'appended');
     crashAt(dir, 'recovery-regions');

@@ -29,6 +29,15 @@ describe('options validation', () => {
     rejects({ segmentSize: Number.NaN }, 'segmentSize');
   });
 
+  it('refuses a checkpointBytes below 1 MiB or not an integer, and a checkpointInterval outside 0 .. 2^31-1 ms', () => {
+    for (const bad of [0, MiB - 1, 1.5 * MiB, '1048576', Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(rejects({ dir, checkpointBytes: bad }, 'checkpointBytes').message).to.include(String(bad));
+    }
+    for (const bad of [-1, 0.5, '5', 2 ** 31, Number.NaN]) rejects({ dir, checkpointInterval: bad }, 'checkpointInterval');
+    expect(fs.readdirSync(dir)).to.deep.equal([]);
+    openPile({ dir, checkpointBytes: MiB, checkpointInterval: 0 }).close();
+  });
+
   it('refuses a segmentSize outside 1 MiB .. 1 GiB and accepts both ends', () => {
     rejects({ segmentSize: MiB / 2 }, 'segmentSize');
     rejects({ segmentSize: 2 * 1024 * MiB }, 'segmentSize');

@@ -343,7 +343,13 @@ export class Pile implements Iterable<PileEntry> {
         this.checkpoint();
         if (checkpointInterval > 0) {
           this.checkpointTimer = setInterval(() => {
-            if (!this.closed && this.alloc.sinceCheckpoint > 0 && GUARD.depth === 0) this.checkpoint();
+            if (this.closed || this.alloc.sinceCheckpoint === 0 || GUARD.depth !== 0) return;
+            try {
+              this.checkpoint();
+            } catch {
+              // pile.meta could not be written (a full disk, an I/O error): the marks stay, so the
+              // next recovery scans more; the next write's own checkpoint reports the error.
+            }
           }, checkpointInterval);
           this.checkpointTimer.unref();
         }

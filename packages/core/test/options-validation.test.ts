@@ -30,7 +30,7 @@ describe('options validation', () => {
   });
 
   it('refuses a checkpointBytes below 1 MiB or not an integer, and a checkpointInterval outside 0 .. 2^31-1 ms', () => {
-    for (const bad of [0, MiB - 1, 1.5 * MiB, '1048576', Number.NaN, Number.POSITIVE_INFINITY]) {
+    for (const bad of [0, MiB - 1, MiB + 0.5, '1048576', Number.NaN, Number.POSITIVE_INFINITY]) {
       expect(rejects({ dir, checkpointBytes: bad }, 'checkpointBytes').message).to.include(String(bad));
     }
     for (const bad of [-1, 0.5, '5', 2 ** 31, Number.NaN]) rejects({ dir, checkpointInterval: bad }, 'checkpointInterval');

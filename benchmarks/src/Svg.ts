@@ -61,7 +61,7 @@ function tick(v: number, max: number): string {
   return v.toFixed(decimals);
 }
 
-/** Lines of [x, y] points on linear axes starting at zero, with a legend. */
+/** Lines of [x, y] points on linear axes starting at zero, with a legend giving each line's last y in the unit `yLabel` names (results files store charts, so the label is the unit). */
 export function lineChart(c: LineChart): string {
   const width = 720;
   const height = 340;
@@ -103,7 +103,7 @@ export function lineChart(c: LineChart): string {
     const last = pts[pts.length - 1];
     parts.push(
       `<line x1="${left + plotW + 14}" x2="${left + plotW + 34}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="3"/>`,
-      `<text x="${left + plotW + 40}" y="${ly + 4}" ${FONT} fill="#24292f">${esc(`${l.label}${last !== undefined ? ` ${fmtMs(last[1])}` : ''}`)}</text>`,
+      `<text x="${left + plotW + 40}" y="${ly + 4}" ${FONT} fill="#24292f">${esc(`${l.label}${last !== undefined ? ` ${fmtValue(c.yLabel, last[1])}` : ''}`)}</text>`,
     );
   });
   parts.push('</svg>');

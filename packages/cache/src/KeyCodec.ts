@@ -213,14 +213,20 @@ export class KeyCodec {
  * Decodes a stored key back into the value it was put with.
  * @throws PILE_CORRUPT when the key type is unknown
  */
+/** How `prepare` writes a bigint key: sign, then lower-case hex digits. */
+const BIGINT_HEX = /^-?[0-9a-f]+$/;
+
 export function decodeKey(type: number, b: Buffer, off: number, len: number): CacheKey {
   switch (type) {
     case KEY_STRING:
       return wtf8Read(b, off, off + len);
     case KEY_NUMBER:
+      // A damaged type or length word must give PILE_CORRUPT, not a RangeError or another key.
+      if (len !== 8) throw new PileError('PILE_CORRUPT', `cache entry has a number key of ${len} bytes (8 expected)`);
       return b.readDoubleLE(off);
     case KEY_BIGINT: {
       const text = b.toString('latin1', off, off + len);
+      if (!BIGINT_HEX.test(text)) throw new PileError('PILE_CORRUPT', `cache entry has a bigint key that is not hexadecimal (${JSON.stringify(text.slice(0, 40))})`);
       return text.startsWith('-') ? -BigInt('0x' + text.slice(1)) : BigInt('0x' + text);
     }
     case KEY_BYTES: {

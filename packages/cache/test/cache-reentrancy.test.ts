@@ -80,4 +80,30 @@ describe('damaged cache entries', () => {
       cache.close();
     }
   });
+
+  it('a damaged key type word gives PILE_CORRUPT, not a SyntaxError or RangeError from decoding the key', () => {
+    const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+    try {
+      const t = cache.table<string>('t');
+      t.put('key1', 'value 1');
+      t.put(12n, 'value 2');
+      const entry = (): Buffer => {
+        for (const e of cache.pile.entries()) {
+          if (e.kind !== 'raw') continue;
+          const b = cache.pile.rawBuffer(e.pointer);
+          if (b.length > 48 && b.includes(Buffer.from('value 1'))) return b;
+        }
+        throw new Error('no entry');
+      };
+      const type = entry().readUInt8(32); // E_KEY_TYPE
+      entry().writeUInt8(3, 32); // a string key read as a bigint: 'key1' is not hex
+      expectPileError(() => [...t.keys()], 'PILE_CORRUPT', 'bigint key');
+      entry().writeUInt8(2, 32); // as a number: 4 bytes, not 8
+      expectPileError(() => [...t.entries()], 'PILE_CORRUPT', 'number key');
+      entry().writeUInt8(type, 32);
+      expect([...t.keys()].sort()).to.deep.equal([12n, 'key1']);
+    } finally {
+      cache.close();
+    }
+  });
 });

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createExclusive, ioError } from './FileAccess';
+import { createExclusive, ioError, notRegular } from './FileAccess';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
@@ -32,6 +32,7 @@ export class DirectoryLock {
   /**
    * @throws PILE_LOCKED when another live process or another open pile in this process holds it
    * @throws PILE_IO when the lock file can not be created (read-only file system, permissions, disk full)
+   * @throws PILE_CORRUPT when the lock name holds a symbolic link, a directory or anything but a regular file
    */
   static acquire(dir: string): DirectoryLock {
     // The real path: a second open through a symlink or another spelling is the same pile, and
@@ -44,6 +45,11 @@ export class DirectoryLock {
     }
     const file = path.join(key, LOCK_FILE_NAME);
     if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this process`);
+    // A link or directory planted at the lock name is never followed nor taken for another
+    // writer's lock (its target's content would be read as a pid).
+    let planted: fs.Stats | undefined;
+    try { planted = fs.lstatSync(file); } catch { /* no lock yet */ }
+    if (planted !== undefined && !planted.isFile()) throw notRegular(file, planted);
     for (let attempt = 0; attempt < 3; attempt++) {
       if (createWithPid(file)) {
         // Lock first, readers second (a reader marks first and looks for the lock second): of a

@@ -73,7 +73,8 @@ function lstatOrUndefined(file: string): fs.Stats | undefined {
   }
 }
 
-function notRegular(file: string, st: fs.Stats): PileError {
+/** PILE_CORRUPT for a pile file's name that holds a symbolic link, a directory or anything but a regular file. */
+export function notRegular(file: string, st: fs.Stats): PileError {
   const what = st.isSymbolicLink() ? 'a symbolic link' : st.isDirectory() ? 'a directory' : 'not a regular file';
   return new PileError('PILE_CORRUPT', `${file} is ${what}; a pile's files must be regular files (a planted link is never followed)`);
 }

@@ -50,6 +50,21 @@ describe('pile files are never reached through links', () => {
     expect(fs.readFileSync(victim, 'utf8')).to.equal('precious');
   });
 
+  it('a symlink or directory at the lock name is refused as PILE_CORRUPT, not taken for another writer', () => {
+    const pile = openPile({ dir, segmentSize: MiB });
+    pile.put('x');
+    pile.close();
+    fs.writeFileSync(victim, String(process.ppid)); // a live pid: read through the link, it looked like a writer
+    fs.symlinkSync(victim, path.join(dir, 'pile.lock'));
+    expectPileError(() => openPile({ dir }), 'PILE_CORRUPT', 'symbolic link');
+    expect(fs.readFileSync(victim, 'utf8')).to.equal(String(process.ppid));
+    fs.unlinkSync(path.join(dir, 'pile.lock'));
+    fs.mkdirSync(path.join(dir, 'pile.lock'));
+    expectPileError(() => openPile({ dir }), 'PILE_CORRUPT', 'directory');
+    fs.rmdirSync(path.join(dir, 'pile.lock'));
+    openPile({ dir }).close();
+  });
+
   it('a segment or meta file replaced by a symlink or a directory is refused as PILE_CORRUPT', () => {
     const pile = openPile({ dir, segmentSize: MiB });
     pile.put('x');

@@ -32,6 +32,13 @@ export interface SyncOptions {
    * this host kept a newer value against. It must not throw (what it throws is kept in `lastError`).
    */
   onInvalidate?: (table: string, key: CacheKey) => void;
+  /**
+   * Second tier: values loaded by `getOrLoad` are also kept in Redis (MessagePack), so a miss on one
+   * host can be served by another host's load without calling the loader. An L2 value is never
+   * older than an invalidation already in the stream (see docs/distributed.md, "The L2 tier").
+   * Default false: no value is ever written to Redis.
+   */
+  l2?: boolean;
 }
 
 /** Options after validation. */
@@ -42,9 +49,10 @@ export interface ResolvedSyncOptions {
   origin: string | undefined;
   batch: number;
   onInvalidate: ((table: string, key: CacheKey) => void) | undefined;
+  l2: boolean;
 }
 
-const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch', 'onInvalidate']);
+const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch', 'onInvalidate', 'l2']);
 
 function invalid(option: string, message: string): PileError {
   return new PileError('PILE_INVALID_OPTION', `option ${option}: ${message}`);
@@ -57,12 +65,13 @@ export function resolveSyncOptions(options: SyncOptions): ResolvedSyncOptions {
   if (options.redis === undefined || options.redis === null || (typeof options.redis !== 'string' && typeof options.redis !== 'object')) {
     throw invalid('redis', 'expected an ioredis client, a redis:// URL or ioredis options');
   }
-  const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000, onInvalidate } = options;
+  const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000, onInvalidate, l2 = false } = options;
   if (typeof stream !== 'string' || stream === '') throw invalid('stream', 'expected a non-empty string');
   if (!Number.isSafeInteger(maxLen) || maxLen < 1) throw invalid('maxLen', `expected a positive integer, got ${String(maxLen)}`);
   if (typeof maxLag !== 'number' || !Number.isFinite(maxLag) || maxLag < 10 || maxLag > 2 ** 31 - 1) throw invalid('maxLag', `expected milliseconds from 10 to 2^31-1, got ${String(maxLag)}`);
   if (origin !== undefined && (typeof origin !== 'string' || !/^[0-9A-Za-z_-]{1,32}$/.test(origin))) throw invalid('origin', 'expected 1 to 32 characters of [0-9A-Za-z_-]');
   if (!Number.isSafeInteger(batch) || batch < 1 || batch > 100_000) throw invalid('batch', `expected an integer from 1 to 100000, got ${String(batch)}`);
   if (onInvalidate !== undefined && typeof onInvalidate !== 'function') throw invalid('onInvalidate', 'expected a function (table, key) => void');
-  return { stream, maxLen, maxLag, origin, batch, onInvalidate };
+  if (typeof l2 !== 'boolean') throw invalid('l2', `expected true or false, got ${String(l2)}`);
+  return { stream, maxLen, maxLag, origin, batch, onInvalidate, l2 };
 }

@@ -4,6 +4,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { resolveSyncOptions, type ResolvedSyncOptions, type SyncOptions } from './SyncOptions';
 import { SYNC_TABLE_PREFIX, SyncState } from './SyncState';
 import { keyId, packKey, unpackKey, type Op } from './WireFormat';
+import { SecondTier, type L2Read } from './SecondTier';
 
 /** Counters and state of a {@link SyncedCache}. */
 export interface SyncStats {
@@ -29,6 +30,10 @@ export interface SyncStats {
   gaps: number;
   /** getOrLoad results not stored because the key changed while they loaded (this session). */
   discardedFills: number;
+  /** With l2: getOrLoad misses served from Redis without calling the loader (this session). */
+  l2Hits: number;
+  /** With l2: loaded values stored in Redis (this session). */
+  l2Stores: number;
 }
 
 /** Load in flight in getOrLoad; `stale` is set when its key changes meanwhile. */
@@ -97,6 +102,10 @@ export class SyncedCache {
   private publishQueued = false;
   private closed = false;
   private discardedFills = 0;
+  private l2Hits = 0;
+  private l2Stores = 0;
+  /** @internal The second tier, when the l2 option is on. */
+  readonly l2: SecondTier | undefined;
   private resolveReady!: () => void;
   private readonly following: Promise<void>;
 
@@ -120,6 +129,8 @@ export class SyncedCache {
       return h;
     });
     this.pub = connect(options.redis, 'pile-sync-pub');
+    this.l2 = this.opts.l2 ? new SecondTier(this.opts.stream) : undefined;
+    this.l2?.define(this.pub);
     this.sub = connect(options.redis, 'pile-sync-sub');
     for (const c of [this.pub, this.sub]) c.on('error', (err: unknown) => { this.lastError = err; });
     this.pub.on('ready', () => {
@@ -160,6 +171,8 @@ export class SyncedCache {
       outbox: this.state.outboxTail - this.state.outboxHead,
       ...c,
       discardedFills: this.discardedFills,
+      l2Hits: this.l2Hits,
+      l2Stores: this.l2Stores,
     };
   }
 
@@ -223,7 +236,8 @@ export class SyncedCache {
         for (const k of keys) if (k !== '') args.push('k', k);
         if (args.length > 7) {
           try {
-            await this.pub.xadd(...(args as [string]));
+            if (this.l2 === undefined) await this.pub.xadd(...(args as [string]));
+            else await this.publishWithTombstones(args.slice(4) as string[], keys);
           } catch (err) {
             // The stream was replaced under a newer epoch: learn it and retry.
             if (err instanceof Error && /equal or smaller/.test(err.message)) this.pubEpoch = undefined;
@@ -238,6 +252,17 @@ export class SyncedCache {
     } finally {
       this.publishing = false;
     }
+  }
+
+  /** XADD of the entry and, in the same script, a tombstone in place of each key's L2 record. */
+  private publishWithTombstones(fields: string[], keys: string[]): Promise<string> {
+    const l2 = this.l2!;
+    const l2Keys: string[] = [];
+    for (const k of keys) {
+      const w = k === '' ? undefined : unpackKey(k);
+      if (w !== undefined) l2Keys.push(l2.keyOf(w.table, w.id));
+    }
+    return l2.publish(this.pub, this.opts.maxLen, fields[0]!, fields.slice(1), l2Keys);
   }
 
   /**
@@ -440,6 +465,50 @@ export class SyncedCache {
     this.discardedFills++;
   }
 
+  /**
+   * @internal The key's L2 record, read before the loader runs; `usable` says whether its value may
+   * be served here: not while this host has changes not yet in the stream (one of them may be of
+   * this key, newer than the L2 value). Undefined when Redis can not be reached (the loader is used).
+   */
+  async l2Read(table: string, key: CacheKey): Promise<{ read: L2Read; redisKey: string; usable: boolean } | undefined> {
+    const l2 = this.l2!;
+    const redisKey = l2.keyOf(table, keyId(key));
+    const usable = this.state.outboxTail === this.state.outboxHead;
+    if (this.pub.status !== 'ready') return undefined;
+    try {
+      return { read: await l2.read(this.pub, redisKey), redisKey, usable };
+    } catch (err) {
+      this.lastError = err;
+      return undefined;
+    }
+  }
+
+  /** @internal Decodes an L2 value; undefined (and lastError) when it does not decode. */
+  l2Decode(bytes: Buffer): unknown {
+    try {
+      return this.l2!.decode(bytes);
+    } catch (err) {
+      this.lastError = new PileError('PILE_CORRUPT', `an L2 value in Redis does not decode as MessagePack: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
+  /** @internal Counts a miss served from L2. */
+  l2Hit(): void {
+    this.l2Hits++;
+  }
+
+  /** @internal Stores a loaded value in L2 under the generation it was read at (never replaces a newer one). */
+  async l2Store(redisKey: string, read: L2Read, value: unknown, ttlMs: number): Promise<void> {
+    const l2 = this.l2!;
+    if (this.closed || this.pub.status !== 'ready') return;
+    try {
+      if ((await l2.fill(this.pub, redisKey, read, l2.encode(value), ttlMs)) === 1) this.l2Stores++;
+    } catch (err) {
+      this.lastError = err;
+    }
+  }
+
   private markLoads(table: string, id: string): void {
     const list = this.loads.get(`${table}\u0000${id}`);
     if (list !== undefined) for (const l of list) l.stale = true;
@@ -465,18 +534,47 @@ export class SyncedTable<V> {
   async getOrLoad(key: CacheKey, loader: (key: CacheKey) => V | undefined | Promise<V | undefined>, opts?: PutOptions): Promise<V | undefined> {
     const hit = this.table.get(key);
     if (hit !== undefined) return hit;
-    const { load, slot } = this.owner.beginLoad(this.table.name, key);
+    const owner = this.owner;
+    const { load, slot } = owner.beginLoad(this.table.name, key);
     let value: V | undefined;
+    let l2: Awaited<ReturnType<SyncedCache['l2Read']>>;
     try {
+      if (owner.l2 !== undefined) {
+        // Registered before the read: a change of the key while it is in flight marks the load.
+        l2 = await owner.l2Read(this.table.name, key);
+        if (l2 !== undefined && l2.usable && l2.read.bytes !== undefined && !load.stale) {
+          const v = owner.l2Decode(l2.read.bytes) as V | undefined;
+          if (v !== undefined) {
+            owner.l2Hit();
+            const left = l2.read.leftMs;
+            owner.fill(this.table, key, v, left === undefined ? opts : { ...(opts?.priority === undefined ? {} : { priority: opts.priority }), expiresAt: Date.now() + left });
+            return v;
+          }
+        }
+      }
       value = await loader(key);
     } finally {
-      this.owner.endLoad(slot, load);
+      owner.endLoad(slot, load);
     }
     if (value === undefined) return undefined;
-    if (load.stale) this.owner.discarded();
-    else this.owner.fill(this.table, key, value, opts);
+    if (load.stale) {
+      owner.discarded();
+      return value;
+    }
+    owner.fill(this.table, key, value, opts);
+    if (l2 !== undefined) await owner.l2Store(l2.redisKey, l2.read, value, ttlOf(this.table, opts));
     return value;
   }
+}
+
+/** Ms a value put with `opts` lives in `table` (0: no expiry), for its L2 copy. */
+function ttlOf(table: CacheTable<unknown>, opts: PutOptions | undefined): number {
+  if (opts?.expiresAt !== undefined) {
+    const at = opts.expiresAt instanceof Date ? opts.expiresAt.getTime() : opts.expiresAt;
+    return Math.max(1, at - Date.now());
+  }
+  const sec = opts?.maxAgeSec ?? (table as unknown as { meta: { options: { defaultMaxAgeSec: number } } }).meta.options.defaultMaxAgeSec;
+  return sec > 0 ? sec * 1000 : 0;
 }
 
 function connect(redis: SyncOptions['redis'], name: string): Redis {

@@ -529,6 +529,13 @@ export class SyncedTable<V> {
    * value, stored unless `key` was changed (locally or by another host) after the load started:
    * then it is returned but not stored (the fill race), counted in `stats.discardedFills`.
    * An undefined result is returned and not stored.
+   *
+   * With the `l2` option, a miss first reads the key's value in Redis: one found there (loaded by any
+   * host after the key's last invalidation in the stream) is returned and stored locally without
+   * calling `loader`, unless this host has changes not yet published or the key changes during the
+   * read. A value `loader` returns is then stored in Redis too, unless an invalidation of the key
+   * entered the stream since the read (see docs/distributed.md, "The L2 tier"). Redis errors are
+   * not thrown: the loader is used, the L2 store skipped.
    * @throws whatever `loader` throws (nothing is stored), and as CacheTable get/put
    */
   async getOrLoad(key: CacheKey, loader: (key: CacheKey) => V | undefined | Promise<V | undefined>, opts?: PutOptions): Promise<V | undefined> {

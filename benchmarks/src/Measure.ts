@@ -1,4 +1,5 @@
 /** Timing, memory and GC helpers shared by every workload's measuring side (in a child process). */
+import { mulberry32 } from '../../fixtures/prng';
 
 /** Sorted copy, ascending. */
 function sorted(values: readonly number[]): number[] {
@@ -59,21 +60,9 @@ export function memoryAfterGc(): MemoryFigures {
   return { heapUsed: m.heapUsed, external: m.external, arrayBuffers: m.arrayBuffers, rss: m.rss };
 }
 
-/** Deterministic 32-bit PRNG (mulberry32), so every peer reads the same random keys. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** `count` random indexes in [0, n), the same for every peer given the same seed. */
 export function randomIndexes(n: number, count: number, seed = 42): Uint32Array {
-  const next = prng(seed);
+  const next = mulberry32(seed);
   const out = new Uint32Array(count);
   for (let i = 0; i < count; i++) out[i] = Math.floor(next() * n);
   return out;

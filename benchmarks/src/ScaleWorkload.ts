@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type PilePointer } from '@pile/core';
-import { consume, fullGc, gcPauses, median, perSecond } from './Measure';
+import { consume, fullGc, gcPauses, median, perSecond, randomIndexes } from './Measure';
 import { Progress, STEP_MASK } from './Progress';
 import { makeTempDir, removeDir } from './TempDir';
 import { fmtBytes, fmtCount, fmtMs, fmtRate } from './Format';
@@ -37,17 +37,6 @@ function writePointers(fd: number, ptrs: Float64Array, count: number): void {
 function readPointers(file: string): Float64Array {
   const b = fs.readFileSync(file);
   return new Float64Array(b.buffer, b.byteOffset, b.length / 8);
-}
-
-/** xorshift32: the same random ids in every process and run. */
-function randomIds(n: number, count: number, seed: number): Uint32Array {
-  const out = new Uint32Array(count);
-  let s = seed >>> 0 || 1;
-  for (let i = 0; i < count; i++) {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    out[i] = s % n;
-  }
-  return out;
 }
 
 function rateOfTenths(ms: number[], n: number): Figures {
@@ -97,7 +86,7 @@ function probePile(dir: string, n: number, what: string, warmMs: number): Figure
   const f: Figures = { openMs, recoveryFull: r.full ? 1 : 0, regionsScanned: r.regionsScanned, bytesScanned: r.bytesScanned, blocksScanned: r.blocksScanned };
   if (what === 'gets') {
     const ptrs = readPointers(path.join(dir, 'pointers.f64'));
-    const ids = randomIds(n, GET_BATCH, 12345);
+    const ids = randomIndexes(n, GET_BATCH, 12345);
     const t1 = performance.now();
     for (let i = 0; i < ids.length; i++) consume((pile.get(ptrs[ids[i]!]! as PilePointer) as string).length);
     f['getColdPerSec'] = perSecond(ids.length, performance.now() - t1);
@@ -105,10 +94,10 @@ function probePile(dir: string, n: number, what: string, warmMs: number): Figure
     const until = performance.now() + warmMs;
     let seed = 777;
     while (performance.now() < until) {
-      const w = randomIds(n, 100_000, seed++);
+      const w = randomIndexes(n, 100_000, seed++);
       for (let i = 0; i < w.length; i++) consume((pile.get(ptrs[w[i]!]! as PilePointer) as string).length);
     }
-    const ids2 = randomIds(n, GET_BATCH, 54321);
+    const ids2 = randomIndexes(n, GET_BATCH, 54321);
     const t2 = performance.now();
     for (let i = 0; i < ids2.length; i++) consume((pile.get(ptrs[ids2[i]!]! as PilePointer) as string).length);
     f['getWarmPerSec'] = perSecond(ids2.length, performance.now() - t2);
@@ -151,7 +140,7 @@ async function writeLmdb(n: number, dir: string): Promise<Figures> {
   const t0 = performance.now();
   const db2 = open<string, number>({ path: target, compression: false, readOnly: true });
   const openMs = performance.now() - t0;
-  const ids = randomIds(n, GET_BATCH, 12345);
+  const ids = randomIndexes(n, GET_BATCH, 12345);
   const t1 = performance.now();
   for (let i = 0; i < ids.length; i++) consume(db2.get(ids[i]!)!.length);
   const getColdPerSec = perSecond(ids.length, performance.now() - t1);

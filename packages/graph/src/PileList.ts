@@ -1,12 +1,11 @@
 import type { ZodType } from 'zod';
-import { PileError, isPileError, type Pile, type PilePointer, encodeGuard, reentrantError } from '@pile/core';
+import { type Pile, type PilePointer } from '@pile/core';
 import { PointerSet } from './PointerSet';
-import { RawMemory } from './RawMemory';
 import {
-  LAYOUT_VERSION, LN_LIST, LN_MAGIC, LN_NEXT, LN_PREV, LN_VALUE, LN_WORDS, L_DIRTY, L_FIRST, L_LAST, L_LENGTH,
-  L_MAGIC, L_NODE, L_OP, L_VALUE, L_VERSION, L_WORDS, OP_LIST_INSERT, OP_LIST_REMOVE, OP_NONE, TAG_LIST, TAG_LIST_NODE,
+  LN_LIST, LN_MAGIC, LN_NEXT, LN_PREV, LN_VALUE, LN_WORDS, L_FIRST, L_LAST, L_LENGTH, L_WORDS, OP_LIST_INSERT,
+  OP_LIST_REMOVE, TAG_LIST, TAG_LIST_NODE,
 } from './RawLayout';
-import { sharedState, type SharedState } from './Shared';
+import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { safeDelete, safeHas } from './SafeOps';
 import { ValueStore, checkName, checkOptions, checkSchemaOption } from './ValueStore';
 
@@ -23,17 +22,18 @@ export interface PileListOptions<T> {
  * Nothing of the list is held on the V8 heap beyond this handle. See docs/graph.md.
  */
 export class PileList<T> implements Iterable<T> {
-  private readonly mem = new RawMemory();
+  private readonly raw: RawStructure;
 
   private constructor(
     /** The pile this list lives in. */
     readonly pile: Pile,
     /** The list's name (its root is `list:<name>`). */
     readonly name: string,
-    private readonly header: PilePointer,
+    header: PilePointer,
     private readonly values_: ValueStore<T>,
-    private readonly state: SharedState,
-  ) {}
+  ) {
+    this.raw = new RawStructure(pile, name, header, LIST, () => this.repair());
+  }
 
   /**
    * Opens the list named `name` in `pile`, creating it when missing. After an unclean shutdown
@@ -49,54 +49,25 @@ export class PileList<T> implements Iterable<T> {
     checkName(name);
     checkOptions(options, ['schema']);
     checkSchemaOption('schema', options.schema);
-    const root = `list:${name}`;
-    let header = pile.getRoot(root);
-    const mem = new RawMemory();
-    if (header === undefined) {
-      if (pile.readonly) throw new PileError('PILE_READONLY', `list '${name}' does not exist and the pile is open read-only`);
-      header = pile.allocRaw(L_WORDS * 8, TAG_LIST);
-      const h = mem.at(pile, header, L_WORDS);
-      mem.f64[h + L_VERSION] = LAYOUT_VERSION;
-      mem.f64[h + L_MAGIC] = TAG_LIST;
-      pile.setRoot(root, header);
-    } else {
-      let h: number;
-      try {
-        h = mem.at(pile, header, L_WORDS);
-      } catch (err) {
-        if (isPileError(err, 'PILE_INVALID_POINTER') || isPileError(err, 'PILE_STALE_POINTER')) {
-          throw new PileError('PILE_CORRUPT', `root '${root}' (pointer ${header}) does not name a list header: ${err.message}`);
-        }
-        throw err;
-      }
-      if (mem.f64[h + L_MAGIC] !== TAG_LIST) throw new PileError('PILE_CORRUPT', `root '${root}' (pointer ${header}) does not name a list header`);
-      const version = mem.f64[h + L_VERSION]!;
-      if (version > LAYOUT_VERSION) {
-        throw new PileError('PILE_FORMAT_VERSION', `list '${name}' has layout version ${version}; this @pile/graph reads up to ${LAYOUT_VERSION}`);
-      }
-    }
-    mem.release();
-    const list = new PileList<T>(pile, name, header, new ValueStore<T>(pile, root, options.schema), sharedState(pile, root));
-    if (!pile.readonly) {
-      if (list.headerWord(L_DIRTY) !== 0 || (pile.lastRecovery.ran && !list.state.repaired)) list.repair();
-      list.state.repaired = true;
-    }
+    const header = openHeader(pile, name, LIST);
+    const list = new PileList<T>(pile, name, header, new ValueStore<T>(pile, `list:${name}`, options.schema));
+    list.raw.recoverIfNeeded();
     return list;
   }
 
   /** Elements in the list. @throws PILE_CLOSED */
   get length(): number {
-    return this.headerWord(L_LENGTH);
+    return this.raw.headerWord(L_LENGTH);
   }
 
   /** The first element's node, or undefined when the list is empty. @throws PILE_CLOSED */
   get first(): PilePointer | undefined {
-    return orUndefined(this.headerWord(L_FIRST));
+    return orUndefined(this.raw.headerWord(L_FIRST));
   }
 
   /** The last element's node, or undefined when the list is empty. @throws PILE_CLOSED */
   get last(): PilePointer | undefined {
-    return orUndefined(this.headerWord(L_LAST));
+    return orUndefined(this.raw.headerWord(L_LAST));
   }
 
   /**
@@ -105,8 +76,8 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_OUT_OF_SPACE, PILE_TOO_LARGE, PILE_READONLY, PILE_CLOSED
    */
   append(value: T): PilePointer {
-    this.writable();
-    return this.insert(this.headerWord(L_LAST), value);
+    this.raw.writable();
+    return this.insert(this.raw.headerWord(L_LAST), value);
   }
 
   /**
@@ -115,7 +86,7 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_OUT_OF_SPACE, PILE_TOO_LARGE, PILE_READONLY, PILE_CLOSED
    */
   prepend(value: T): PilePointer {
-    this.writable();
+    this.raw.writable();
     return this.insert(0, value);
   }
 
@@ -126,9 +97,9 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_SCHEMA_VIOLATION, PILE_OUT_OF_SPACE, PILE_TOO_LARGE, PILE_READONLY, PILE_CLOSED
    */
   insertAfter(node: PilePointer, value: T): PilePointer {
-    this.writable();
-    this.node(node);
-    this.mem.release();
+    this.raw.writable();
+    this.raw.node(node);
+    this.raw.mem.release();
     return this.insert(node, value);
   }
 
@@ -138,25 +109,25 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_READONLY, PILE_CLOSED
    */
   delete(node: PilePointer): void {
-    this.writable();
-    const m = this.mem;
-    const n = this.node(node);
+    const raw = this.raw;
+    raw.writable();
+    const m = raw.mem;
+    const n = raw.node(node);
     const prev = m.f64[n + LN_PREV]!;
     const next = m.f64[n + LN_NEXT]!;
     const value = m.f64[n + LN_VALUE]!;
-    this.begin(OP_LIST_REMOVE, node, value);
+    raw.begin(OP_LIST_REMOVE, node, value, 0);
     // The forward chain is what recovery trusts: unlinking from it is the commit point.
-    if (prev !== 0) this.setNodeWord(prev, LN_NEXT, next);
-    else this.setHeaderWord(L_FIRST, next);
-    if (next !== 0) this.setNodeWord(next, LN_PREV, prev);
-    else this.setHeaderWord(L_LAST, prev);
-    const h = this.hdr();
+    if (prev !== 0) raw.setNodeWord(prev, LN_NEXT, next);
+    else raw.setHeaderWord(L_FIRST, next);
+    if (next !== 0) raw.setNodeWord(next, LN_PREV, prev);
+    else raw.setHeaderWord(L_LAST, prev);
+    const h = raw.hdr();
     m.f64[h + L_LENGTH] = m.f64[h + L_LENGTH]! - 1;
     this.pile.delete(value as PilePointer);
     this.pile.delete(node);
-    this.end();
+    raw.end();
   }
-
 
   /**
    * @deprecated Use {@link delete}, the name every Pile package uses; `remove` stays as its alias.
@@ -165,16 +136,14 @@ export class PileList<T> implements Iterable<T> {
   remove(node: PilePointer): void {
     this.delete(node);
   }
+
   /**
    * The value of element `node`.
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT, PILE_CLOSED
    */
   get(node: PilePointer): T {
-    const n = this.node(node);
-    const value = this.mem.f64[n + LN_VALUE]!;
-    this.mem.release();
-    return this.values_.get(value as PilePointer);
+    return this.values_.get(this.nodeWord(node, LN_VALUE) as PilePointer);
   }
 
   /**
@@ -184,11 +153,8 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_SCHEMA_VIOLATION, PILE_OUT_OF_SPACE, PILE_TOO_LARGE, PILE_READONLY, PILE_CLOSED
    */
   set(node: PilePointer, value: T): void {
-    this.writable();
-    const n = this.node(node);
-    const ptr = this.mem.f64[n + LN_VALUE]!;
-    this.mem.release();
-    this.values_.set(ptr as PilePointer, value);
+    this.raw.writable();
+    this.values_.set(this.nodeWord(node, LN_VALUE) as PilePointer, value);
   }
 
   /**
@@ -196,10 +162,7 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}; PILE_CLOSED
    */
   next(node: PilePointer): PilePointer | undefined {
-    const n = this.node(node);
-    const v = this.mem.f64[n + LN_NEXT]!;
-    this.mem.release();
-    return orUndefined(v);
+    return orUndefined(this.nodeWord(node, LN_NEXT));
   }
 
   /**
@@ -207,10 +170,7 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}; PILE_CLOSED
    */
   prev(node: PilePointer): PilePointer | undefined {
-    const n = this.node(node);
-    const v = this.mem.f64[n + LN_PREV]!;
-    this.mem.release();
-    return orUndefined(v);
+    return orUndefined(this.nodeWord(node, LN_PREV));
   }
 
   /**
@@ -219,48 +179,24 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_CLOSED; PILE_STALE_POINTER when both the current element and its successor were removed meanwhile
    */
   values(): IterableIterator<T> {
-    this.open();
-    return this.walk(L_FIRST, LN_NEXT, true) as IterableIterator<T>;
+    this.raw.open();
+    return this.raw.walk(L_FIRST, LN_NEXT, LN_VALUE, (value) => this.values_.get(value as PilePointer));
   }
 
   /** The values, last to first; as {@link values}. @throws PILE_CLOSED, PILE_STALE_POINTER */
   reversed(): IterableIterator<T> {
-    this.open();
-    return this.walk(L_LAST, LN_PREV, true) as IterableIterator<T>;
+    this.raw.open();
+    return this.raw.walk(L_LAST, LN_PREV, LN_VALUE, (value) => this.values_.get(value as PilePointer));
   }
 
   /** The element nodes, first to last; as {@link values}. @throws PILE_CLOSED, PILE_STALE_POINTER */
   nodes(): IterableIterator<PilePointer> {
-    this.open();
-    return this.walk(L_FIRST, LN_NEXT, false) as IterableIterator<PilePointer>;
+    this.raw.open();
+    return this.raw.walk(L_FIRST, LN_NEXT, -1, asPointer);
   }
 
   [Symbol.iterator](): IterableIterator<T> {
     return this.values();
-  }
-
-  private *walk(start: number, step: number, decode: boolean): IterableIterator<T | PilePointer> {
-    const m = this.mem;
-    let cur = this.headerWord(start);
-    while (cur !== 0) {
-      let n = this.node(cur as PilePointer);
-      let following = m.f64[n + step]!;
-      const value = m.f64[n + LN_VALUE]!;
-      m.release();
-      const epoch = this.state.epoch;
-      yield decode ? this.values_.get(value as PilePointer) : (cur as PilePointer);
-      if (this.state.epoch !== epoch) {
-        this.open();
-        if (this.pile.has(cur as PilePointer)) {
-          n = this.node(cur as PilePointer);
-          following = m.f64[n + step]!;
-          m.release();
-        } else if (following !== 0 && !this.pile.has(following as PilePointer)) {
-          throw new PileError('PILE_STALE_POINTER', `list '${this.name}': elements ${cur} and ${following}, where the iteration stood, were both removed during it`);
-        }
-      }
-      cur = following;
-    }
   }
 
   // ------------------------------------------------------------------ internals
@@ -268,120 +204,42 @@ export class PileList<T> implements Iterable<T> {
   /** Inserts after `after` (0: at the front). */
   private insert(after: number, value: T): PilePointer {
     const pile = this.pile;
-    const m = this.mem;
+    const raw = this.raw;
+    const m = raw.mem;
     // Header resolved before the put: no pile call between the put and the intent naming its record.
-    const h0 = this.hdr();
+    const h0 = raw.hdr();
     const hf = m.f64;
     const valuePtr = this.values_.put(value);
-    this.beginAt(hf, h0, OP_LIST_INSERT, 0, valuePtr);
-    let node: PilePointer;
-    try {
-      node = pile.allocRaw(LN_WORDS * 8, TAG_LIST_NODE);
-    } catch (err) {
-      // Out of space (nothing allocated): undo the put. Anything else leaves the mark for repair.
-      if (isPileError(err)) {
-        pile.delete(valuePtr);
-        this.end();
-      }
-      throw err;
-    }
+    raw.beginAt(hf, h0, OP_LIST_INSERT, 0, valuePtr, 0);
+    const node = raw.allocNode(valuePtr);
     let next: number;
-    if (after === 0) next = this.headerWord(L_FIRST);
+    if (after === 0) next = raw.headerWord(L_FIRST);
     else {
-      const a = this.node(after as PilePointer);
+      const a = raw.node(after as PilePointer);
       next = m.f64[a + LN_NEXT]!;
     }
     const n = m.at(pile, node, LN_WORDS);
     const f = m.f64;
     f[n + LN_MAGIC] = TAG_LIST_NODE;
-    f[n + LN_LIST] = this.header;
+    f[n + LN_LIST] = raw.header;
     f[n + LN_PREV] = after;
     f[n + LN_NEXT] = next;
     f[n + LN_VALUE] = valuePtr;
-    if (next !== 0) this.setNodeWord(next, LN_PREV, node);
-    else this.setHeaderWord(L_LAST, node);
+    if (next !== 0) raw.setNodeWord(next, LN_PREV, node);
+    else raw.setHeaderWord(L_LAST, node);
     // Linking into the forward chain is the commit point (see repair).
-    if (after !== 0) this.setNodeWord(after, LN_NEXT, node);
-    else this.setHeaderWord(L_FIRST, node);
-    const h = this.hdr();
+    if (after !== 0) raw.setNodeWord(after, LN_NEXT, node);
+    else raw.setHeaderWord(L_FIRST, node);
+    const h = raw.hdr();
     m.f64[h + L_LENGTH] = m.f64[h + L_LENGTH]! + 1;
-    this.end();
+    raw.end();
     return node;
   }
 
-  private open(): void {
-    if (this.pile.isClosed) throw new PileError('PILE_CLOSED', 'the pile is closed');
-  }
-
-  /** Checks that the list may be changed; repairs it first when an earlier operation failed half-way. */
-  private writable(): void {
-    this.open();
-    if (this.pile.readonly) throw new PileError('PILE_READONLY', `list '${this.name}': the pile is open read-only`);
-    // A write from a value's getter while the pile stores a value: refused before any raw block
-    // is touched (the pile refuses its own writes the same way).
-    if (encodeGuard.depth !== 0) throw reentrantError();
-    if (this.headerWord(L_DIRTY) !== 0) this.repair();
-  }
-
-  private hdr(): number {
-    return this.mem.at(this.pile, this.header, L_WORDS);
-  }
-
-  private headerWord(word: number): number {
-    const h = this.hdr();
-    const v = this.mem.f64[h + word]!;
-    this.mem.release();
-    return v;
-  }
-
-  /** Resolves element `node` of this list into this.mem; returns its base. */
-  private node(node: PilePointer): number {
-    if (typeof node !== 'number') throw new PileError('PILE_INVALID_POINTER', `${String(node)} is not a pile pointer`);
-    let n: number;
-    try {
-      n = this.mem.at(this.pile, node, LN_WORDS);
-    } catch (err) {
-      if (isPileError(err, 'PILE_INVALID_POINTER')) {
-        throw new PileError('PILE_INVALID_POINTER', `pointer ${node} is not an element of list '${this.name}' (${err.message})`);
-      }
-      throw err;
-    }
-    const f = this.mem.f64;
-    if (f[n + LN_MAGIC] !== TAG_LIST_NODE || f[n + LN_LIST] !== this.header) {
-      throw new PileError('PILE_INVALID_POINTER', `pointer ${node} is not an element of list '${this.name}'`);
-    }
-    return n;
-  }
-
-  private setNodeWord(node: number, word: number, value: number): void {
-    const n = this.node(node as PilePointer);
-    this.mem.f64[n + word] = value;
-  }
-
-  private setHeaderWord(word: number, value: number): void {
-    const h = this.hdr();
-    this.mem.f64[h + word] = value;
-  }
-
-  private begin(op: number, node: number, value: number): void {
-    const h = this.hdr();
-    this.beginAt(this.mem.f64, h, op, node, value);
-  }
-
-  private beginAt(f: Float64Array, h: number, op: number, node: number, value: number): void {
-    f[h + L_DIRTY] = 1;
-    f[h + L_NODE] = node;
-    f[h + L_VALUE] = value;
-    f[h + L_OP] = op;
-    this.state.epoch++;
-  }
-
-  private end(): void {
-    const h = this.hdr();
-    const f = this.mem.f64;
-    f[h + L_OP] = OP_NONE;
-    f[h + L_DIRTY] = 0;
-    this.mem.release();
+  /** Word `word` of element `node`. @throws as {@link RawStructure.node} */
+  private nodeWord(node: PilePointer, word: number): number {
+    const n = this.raw.node(node);
+    return this.raw.done(this.raw.mem.f64[n + word]!);
   }
 
   /**
@@ -392,22 +250,12 @@ export class PileList<T> implements Iterable<T> {
    */
   private repair(): void {
     const pile = this.pile;
-    const m = this.mem;
-    let h = this.hdr();
-    const op = m.f64[h + L_OP]!;
-    const intentValue = m.f64[h + L_VALUE]!;
-    let cur = m.f64[h + L_FIRST]!;
-    m.release();
-    this.state.epoch++;
+    const raw = this.raw;
+    const m = raw.mem;
+    const { op, b: intentValue } = raw.startRepair();
+    let cur = raw.headerWord(L_FIRST);
     const nodes: number[] = [];
-    const garbage: number[] = [];
-    for (const e of pile.entries()) {
-      if (e.kind !== 'raw' || e.size < LN_WORDS * 8 || pile.rawTag(e.pointer) !== TAG_LIST_NODE) continue;
-      const n = m.at(pile, e.pointer, LN_WORDS);
-      const owner = m.f64[n + LN_LIST]!;
-      if (owner === this.header) nodes.push(e.pointer);
-      else if (owner === 0) garbage.push(e.pointer);
-    }
+    raw.scanBlocks([TAG_LIST_NODE], LN_WORDS, (p) => nodes.push(p));
     const chain = new PointerSet(nodes.length);
     const mine = new PointerSet(nodes.length);
     for (const p of nodes) mine.add(p);
@@ -429,7 +277,7 @@ export class PileList<T> implements Iterable<T> {
       const n = m.at(pile, prev as PilePointer, LN_WORDS);
       m.f64[n + LN_NEXT] = 0;
     }
-    h = this.hdr();
+    const h = raw.hdr();
     if (length === 0) m.f64[h + L_FIRST] = 0;
     m.f64[h + L_LAST] = prev;
     m.f64[h + L_LENGTH] = length;
@@ -440,14 +288,22 @@ export class PileList<T> implements Iterable<T> {
       if (value > 0) safeDelete(pile, value);
       pile.delete(p as PilePointer);
     }
-    for (const p of garbage) pile.delete(p as PilePointer);
     if ((op === OP_LIST_INSERT || op === OP_LIST_REMOVE) && intentValue > 0 && !intentLinked) safeDelete(pile, intentValue);
-    h = this.hdr();
-    m.f64[h + L_OP] = OP_NONE;
-    m.f64[h + L_DIRTY] = 0;
-    m.release();
+    raw.end();
   }
 }
+
+/** What a list is to the code it shares with the graph. */
+const LIST: RawKind = {
+  noun: 'list',
+  headerTag: TAG_LIST,
+  headerWords: L_WORDS,
+  nodeTag: TAG_LIST_NODE,
+  nodeWords: LN_WORDS,
+  nodeNoun: 'an element',
+  nodesNoun: 'elements',
+  intentWords: 2,
+};
 
 function orUndefined(p: number): PilePointer | undefined {
   return p === 0 ? undefined : (p as PilePointer);

@@ -21,29 +21,25 @@ export class PointerSet {
   /** Adds `p` (a positive number); false when it was a member already. */
   add(p: number): boolean {
     if ((this.size + 1) * 4 > this.keys.length * 3) this.grow();
-    const keys = this.keys;
-    const mask = this.mask;
-    let i = hashPointer(p) & mask;
-    for (;;) {
-      const k = keys[i]!;
-      if (k === p) return false;
-      if (k === 0) {
-        keys[i] = p;
-        this.size++;
-        return true;
-      }
-      i = (i + 1) & mask;
-    }
+    const i = this.slotOf(p);
+    if (this.keys[i] === p) return false;
+    this.keys[i] = p;
+    this.size++;
+    return true;
   }
 
   has(p: number): boolean {
+    return this.keys[this.slotOf(p)] === p;
+  }
+
+  /** The slot holding `p`, or the empty slot where it would go. */
+  private slotOf(p: number): number {
     const keys = this.keys;
     const mask = this.mask;
     let i = hashPointer(p) & mask;
     for (;;) {
       const k = keys[i]!;
-      if (k === p) return true;
-      if (k === 0) return false;
+      if (k === p || k === 0) return i;
       i = (i + 1) & mask;
     }
   }

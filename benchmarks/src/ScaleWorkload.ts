@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type PilePointer } from '@pile/core';
-import { consume, fullGc, gcPauses, median, perSecond, randomIndexes } from './Measure';
+import { consume, gcPauses, median, perSecond, randomIndexes } from './Measure';
 import { Progress, STEP_MASK } from './Progress';
 import { makeTempDir, removeDir } from './TempDir';
 import { fmtBytes, fmtCount, fmtMs, fmtRate } from './Format';

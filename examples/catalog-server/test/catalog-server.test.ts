@@ -75,8 +75,8 @@ describe('catalog-server', function () {
       expect(bad.body).to.match(/price/);
       expect(JSON.parse((await request(first.port, 'GET', '/products/43')).body)).to.deep.equal(generateProduct(43));
 
-      const stats = JSON.parse((await request(first.port, 'GET', '/stats')).body) as Record<string, any>;
-      expect(stats['products']).to.equal(N);
+      const stats = JSON.parse((await request(first.port, 'GET', '/stats')).body) as Record<string, Record<string, unknown>>;
+      expect(stats['products'] as unknown).to.equal(N);
       expect(stats['pile']['objectCount']).to.be.a('number');
       expect(stats['gc']).to.be.an('object');
       expect(stats['startup']['loadedNow']).to.equal(true);
@@ -110,7 +110,7 @@ describe('catalog-server', function () {
       expect(ready).to.be.lessThan(1000);
       expect(JSON.parse((await request(second.port, 'GET', '/products/42')).body)).to.deep.equal({ ...generateProduct(42), price: 12.5, stock: 7 });
       expect(JSON.parse((await request(second.port, 'GET', '/products/2999')).body)).to.deep.equal(generateProduct(2999));
-      const stats = JSON.parse((await request(second.port, 'GET', '/stats')).body) as Record<string, any>;
+      const stats = JSON.parse((await request(second.port, 'GET', '/stats')).body) as Record<string, Record<string, unknown>>;
       expect(stats['startup']['loadedNow']).to.equal(false);
     } finally {
       second.child.kill('SIGTERM');

@@ -27,11 +27,11 @@ describe('pile dump', function () {
     expect(r.code, r.stderr).to.equal(0);
     const lines = r.stdout.trim().split('\n');
     expect(lines).to.have.length(25);
-    expect(r.stdout).to.match(/^\d+ msgpack \d+B root=config  \{ name: 'alpha', tags: \[ 'x', 'y' \], big: 10n \}$/m);
-    expect(r.stdout).to.match(/^\d+ string 11B  'hello world'$/m);
-    expect(r.stdout).to.match(/^\d+ buffer 2B  hex cafe$/m);
-    expect(r.stdout).to.match(/^\d+ bytes 3B  hex 010203$/m);
-    expect(r.stdout).to.match(/^\d+ typed:point \d+B  \{ x: 1, y: 2 \}$/m);
+    expect(r.stdout).to.match(/^\d+ msgpack \d+B root=config {2}\{ name: 'alpha', tags: \[ 'x', 'y' \], big: 10n \}$/m);
+    expect(r.stdout).to.match(/^\d+ string 11B {2}'hello world'$/m);
+    expect(r.stdout).to.match(/^\d+ buffer 2B {2}hex cafe$/m);
+    expect(r.stdout).to.match(/^\d+ bytes 3B {2}hex 010203$/m);
+    expect(r.stdout).to.match(/^\d+ typed:point \d+B {2}\{ x: 1, y: 2 \}$/m);
   });
 
   it('--json prints one parseable object per record; --limit and --root select', async () => {

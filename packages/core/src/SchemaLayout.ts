@@ -162,8 +162,13 @@ function unionLayout(options: readonly unknown[], path: string, stack: Set<unkno
     const t = opt._zod.def.type;
     if (t === 'literal') literals.push(...literalList(opt._zod.def['values'] as unknown[], path));
     else if (t === 'enum') literals.push(...enumValues(opt, path));
-    else if (t === 'null') (hasNull = true), literals.push(null);
-    else if (t === 'undefined') (hasUndefined = true), literals.push(undefined);
+    else if (t === 'null') {
+      hasNull = true;
+      literals.push(null);
+    } else if (t === 'undefined') {
+      hasUndefined = true;
+      literals.push(undefined);
+    }
     else others.push(opt);
   }
   if (others.length === 0) return enumLayout(literals, path);

@@ -7,7 +7,6 @@ import { openPile, isPileError, type PilePointer, type Pile } from '../src';
 import { buildCore } from './fixtures/build-core';
 
 // Plain JS helpers shared with the child process.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { sameValue, describe: describeValue, valueFor } = require('./fixtures/crash-values.js') as {
   sameValue: (actual: unknown, seed: number) => boolean;
   describe: (v: unknown) => string;

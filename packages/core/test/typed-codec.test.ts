@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { z } from 'zod';
-import { PileError } from '../src/PileError';
 import { type CompiledSchema, type SchemaDescriptor, compileSchema, isCompatibleEvolution, schemaFingerprint } from '../src/SchemaCompiler';
 import { expectPileError } from './fixtures/expect-error';
 

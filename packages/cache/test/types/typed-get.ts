@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/no-unused-vars -- values declared only for their types */
 // Compiled by test/cache-types.test.ts with tsc (not run): a table opened with a zod schema
 // gives its inferred type back from get, entries and getOrPut, with no casts.
 import { openCache } from '../../src';

@@ -1,6 +1,6 @@
 import type { Pile } from '@pile/core';
 import { openExistingPile } from './PileOpener';
-import { Progress, formatBytes } from './Progress';
+import { formatBytes, runClosing } from './Progress';
 
 /** Options of `pile compact`. */
 export interface CompactOptions {
@@ -16,14 +16,7 @@ type CompactResult = ReturnType<Pile['compact']>;
  */
 export async function runCompact(dir: string, options: CompactOptions): Promise<void> {
   const pile = openExistingPile(dir, { readonly: false });
-  const bar = new Progress('compact', 'items');
-  let result: CompactResult;
-  try {
-    result = pile.compact((p) => bar.update(p.done, p.total));
-  } finally {
-    bar.stop();
-    pile.close();
-  }
+  const result: CompactResult = runClosing(pile, 'compact', (onProgress) => pile.compact(onProgress));
   if (options.json === true) {
     process.stdout.write(`${JSON.stringify({ dir, ...result }, null, 2)}\n`);
   } else {

@@ -56,6 +56,20 @@ export class Progress {
   }
 }
 
+/**
+ * Runs a whole-pile pass (`verify`, `compact`) under a progress bar, then stops the bar and closes
+ * the pile whatever the pass did: the pile is opened for this one pass only.
+ */
+export function runClosing<T>(pile: { close(): void }, label: string, pass: (onProgress: (p: { done: number; total: number }) => void) => T): T {
+  const bar = new Progress(label, 'items');
+  try {
+    return pass((p) => bar.update(p.done, p.total));
+  } finally {
+    bar.stop();
+    pile.close();
+  }
+}
+
 /** `1.5 MiB`, `812 B`. */
 export function formatBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];

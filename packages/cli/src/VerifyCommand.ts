@@ -1,7 +1,7 @@
 import type { VerifyReport } from '@pile/core';
 import { CliError, EXIT_FAILED } from './CliError';
 import { openExistingPile } from './PileOpener';
-import { Progress, formatCount } from './Progress';
+import { formatCount, runClosing } from './Progress';
 
 /** Options of `pile verify`. */
 export interface VerifyOptions {
@@ -36,18 +36,11 @@ export function formatVerify(dir: string, r: VerifyReport, recovered: string | u
 export async function runVerify(dir: string, options: VerifyOptions): Promise<void> {
   const readonly = options.readonly === true;
   const pile = openExistingPile(dir, { readonly });
-  let report: VerifyReport;
   const rec = pile.lastRecovery;
   const recovered = rec.ran
     ? `recovered after an unclean shutdown: ${rec.tornRecords} torn records dropped, ${rec.journalsReplayed} journals replayed, ${rec.orphansFreed} orphans freed`
     : undefined;
-  const bar = new Progress('verify', 'items');
-  try {
-    report = pile.verify((p) => bar.update(p.done, p.total));
-  } finally {
-    bar.stop();
-    pile.close();
-  }
+  const report: VerifyReport = runClosing(pile, 'verify', (onProgress) => pile.verify(onProgress));
   if (options.json === true) {
     process.stdout.write(`${JSON.stringify({ dir, readonly, recovery: rec, ...report }, null, 2)}\n`);
   } else {

@@ -1,113 +1,25 @@
 import { PileError, type CompiledSchema, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import {
-  E_CREATED, E_EXPIRES, E_HASH, E_KEY, E_KEY_LEN, E_KEY_TYPE, E_PRIORITY, E_SEQ, E_VALUE_KIND, E_VALUE_LEN,
-  H_COUNT, H_EXPIRING, H_SEQ, H_STATS, H_TOMBS, HEADER_WORDS, STAT_NAMES, TAG_CHUNK, TAG_ENTRY, align8, tagOf,
+  E_CREATED, E_EXPIRES, E_KEY, E_KEY_TYPE, E_PRIORITY, E_SEQ, E_VALUE_KIND, H_COUNT, H_EXPIRING, H_SEQ, H_TOMBS, HEADER_WORDS,
+  S_COLLISIONS, S_EVICTED, S_EXPIRED, S_HITS, S_INSERTS, S_MISSES, S_OVERWRITES, S_REMOVES, S_REPLACES, STAT_NAMES, H_STATS,
+  TAG_ENTRY, align8, keyLength, tagOf, valueLength, valueOffset, writeEntryHead,
 } from './EntryFormat';
-import { decodeKey, type CacheKey } from './KeyCodec';
+import { EVICTION_SAMPLES, EvictionPool } from './Eviction';
+import type { CacheKey } from './KeyCodec';
 import { SlotIndex, TOMBSTONE } from './SlotIndex';
-import { type ResolvedTableOptions, invalidOption } from './TableOptions';
+import { checkOptionKeys, invalidOption } from './TableOptions';
+import { growForCollision, makeRoomForInsert, probeLimit, shrinkIfSparse } from './TableResize';
+import type { TableMeta, TableState } from './TableState';
+import type { GetOptions, PutOptions, PutResult, TableHook, TableStats } from './TableTypes';
+import { walkTable, type WalkedTable } from './TableIteration';
 import { ValueCodec } from './ValueCodec';
-import type { PileMemory } from './PileMemory';
 
-/** Eviction candidates a table keeps between evictions. */
-const EVICTION_POOL = 16;
-/** Entries an eviction samples afresh (besides its pool). */
-export const EVICTION_SAMPLES = 3;
-
-/** Slots a speculative put or get probes at most. */
-export const SPECULATIVE_PROBES = 32;
-
-/** Counters of one table, persisted with it. */
-export interface TableStats {
-  hits: number;
-  misses: number;
-  inserts: number;
-  replaces: number;
-  overwrites: number;
-  collisions: number;
-  removes: number;
-  expired: number;
-  evicted: number;
-  grows: number;
-  shrinks: number;
-}
-
-/** Options of {@link CacheTable.put}. */
-export interface PutOptions {
-  /** Seconds until the entry expires; overrides the table's defaultMaxAgeSec. 0 = never. */
-  maxAgeSec?: number;
-  /** When the entry expires (a Date or ms since the epoch); give this or maxAgeSec, not both. */
-  expiresAt?: Date | number;
-  /** An int32; a speculative put may overwrite an entry of lower or equal priority. Default 0. */
-  priority?: number;
-}
-
-/** Options of {@link CacheTable.get}. */
-export interface GetOptions {
-  /** Entries older than this (since put or rejuvenate) are treated as misses (and left in place). */
-  maxAgeSec?: number;
-}
-
-/** What a put did. */
-export type PutResult = 'inserted' | 'replaced' | 'overwritten' | 'collision';
-
-/**
- * Advanced: what a replication layer (`@pile/sync`) attaches to a table with
- * {@link CacheTable.setHook}. Without a hook a table pays one field test per get and per write.
- */
-export interface TableHook {
-  /**
-   * False while the table's copy may be stale (its replication is disconnected or lagging):
-   * get and has answer a miss without looking (get counts it as a miss).
-   */
-  serving: boolean;
-  /**
-   * Entries whose sequence number is below this are treated as absent by get, has and rejuvenate
-   * (left in place until replaced, removed or swept): a table epoch, 0 = none. Compare with
-   * {@link CacheTable.sequence}.
-   */
-  epoch: number;
-  /**
-   * Called before a local change of `key` is written: `'put'`, `'delete'`, `'expiry'` (rejuvenate),
-   * whether or not the key is present and whether or not the write then stores anything (a
-   * speculative collision, a schema violation): so a crash between the two can only announce a
-   * change that did not happen, never hide one. Memory-pressure evictions, expiry sweeps and
-   * speculative overwrites of other keys are local and not reported. Runs synchronously; it may use
-   * other tables, not this one.
-   */
-  changed(op: 'put' | 'delete' | 'expiry', key: CacheKey): void;
-}
-
-/** A table as persisted in the cache catalog (internal). */
-export interface TableMeta {
-  name: string;
-  id: number;
-  /** Fingerprint of the values' schema, or '' for untyped values. */
-  fingerprint: string;
-  options: ResolvedTableOptions;
-  capacity: number;
-  chunkSlots: number;
-  chunks: number[];
-  header: number;
-}
-
-const OUTCOME_COLLISION = 0;
+// What a put does, in the low two bits of decide()'s result (slot * 4 + outcome; -1: collision).
 const OUTCOME_INSERT = 1;
 const OUTCOME_REPLACE = 2;
 const OUTCOME_OVERWRITE = 3;
-
-const S_HITS = H_STATS + 0;
-const S_MISSES = H_STATS + 1;
-const S_INSERTS = H_STATS + 2;
-const S_REPLACES = H_STATS + 3;
-const S_OVERWRITES = H_STATS + 4;
-const S_COLLISIONS = H_STATS + 5;
-const S_REMOVES = H_STATS + 6;
-const S_EXPIRED = H_STATS + 7;
-const S_EVICTED = H_STATS + 8;
-const S_GROWS = H_STATS + 9;
-const S_SHRINKS = H_STATS + 10;
+const COLLISION = -1;
 
 function closedTable(name: string): PileError {
   return new PileError('PILE_CLOSED', `cache table '${name}' was dropped`);
@@ -116,41 +28,29 @@ function closedTable(name: string): PileError {
 /**
  * A named table of a {@link PileCache}: keys, values, expiry and priority all live in the pile.
  * Obtained from {@link PileCache.table}; valid until the cache is closed or the table dropped.
+ * Its hot paths (put, get, the probing of SlotIndex) stay in this one class; resizing, eviction
+ * choice and recovery are in TableResize, Eviction and CacheRecovery.
  */
-export class CacheTable<V = unknown> {
+export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
   /** @internal */ idx: SlotIndex;
   /** @internal */ header: Float64Array;
   /** @internal */ values: ValueCodec<V>;
   /** @internal */ readonly entryTag: number;
-  private readonly speculative: boolean;
+  /** @internal */ readonly speculative: boolean;
+  /** @internal */ stores = 0;
+  /** @internal */ growRetryAt = 0;
   private dropped = false;
-  /** Stores so far in this process; after a failed grow (out of space), the next attempt waits for growRetryAt. */
-  private stores = 0;
-  private growRetryAt = 0;
-  /** Eviction candidates kept between evictions (see evictOne); typed arrays, no per-entry objects. */
-  private readonly pool = {
-    idx: undefined as SlotIndex | undefined,
-    n: 0,
-    slot: new Float64Array(EVICTION_POOL),
-    ptr: new Float64Array(EVICTION_POOL),
-    prio: new Int32Array(EVICTION_POOL),
-    created: new Float64Array(EVICTION_POOL),
-  };
+  private readonly eviction = new EvictionPool();
   /**
    * No live entry expires before this time (ms): until then `count` needs no sweep. Not
    * persisted: 0 after an open, so the first `count` that may see an expired entry sweeps once.
    */
   private expiryKnownUntil = 0;
-  /** Iterations in progress: a shrink waits for them to end, so removing while iterating skips no entry. */
-  private walkers = 0;
-  // Result of the last probe: the slot and the pointer in it.
-  private fPtr = 0;
-  private fOutcome = 0;
-  private hook: TableHook | undefined = undefined;
+  /** @internal */ hook: TableHook | undefined = undefined;
 
   /** @internal */
   constructor(
-    private readonly host: CacheHost,
+    /** @internal */ readonly host: CacheHost,
     /** @internal */ readonly meta: TableMeta,
     header: Float64Array,
     codec: CompiledSchema<V> | undefined,
@@ -231,7 +131,7 @@ export class CacheTable<V = unknown> {
    * Stores `value` under `key`.
    * @returns 'inserted' (new key), 'replaced' (key existed), 'overwritten' (speculative: took the
    *   slot of a lower- or equal-priority entry of another key), 'collision' (speculative: nothing stored)
-   * @throws PILE_INVALID_OPTION for a bad key or option, naming it
+   * @throws PILE_INVALID_OPTION for a bad key or option, or an option put does not know, naming it
    * @throws PILE_SCHEMA_VIOLATION when the value does not match the table's schema (nothing is written)
    * @throws PILE_OUT_OF_SPACE when a durable table is full at maxCapacity, or nothing is left to evict
    * @throws PILE_TOO_LARGE when the entry does not fit in one segment
@@ -244,6 +144,7 @@ export class CacheTable<V = unknown> {
     let expiresAt = -1;
     if (opts !== undefined) {
       if (opts === null || typeof opts !== 'object') throw invalidOption('put options', 'expected an object');
+      checkOptionKeys(opts, 'maxAgeSec', 'expiresAt', 'priority', 'put');
       if (opts.priority !== undefined) {
         priority = opts.priority;
         if (!Number.isInteger(priority) || priority < -0x80000000 || priority > 0x7fffffff) {
@@ -288,16 +189,20 @@ export class CacheTable<V = unknown> {
 
   /**
    * The value under `key`, or undefined when absent or expired.
-   * @throws PILE_INVALID_OPTION for a bad key or maxAgeSec
+   * @throws PILE_INVALID_OPTION for a bad key or maxAgeSec, or an option get does not know
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT when the stored value can not be decoded
    * @throws PILE_CLOSED
    */
   get(key: CacheKey, opts?: GetOptions): V | undefined {
     this.check();
     let maxAge = -1;
-    if (opts !== undefined && opts.maxAgeSec !== undefined) {
-      maxAge = opts.maxAgeSec;
-      if (typeof maxAge !== 'number' || Number.isNaN(maxAge) || maxAge < 0) throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAge)}`);
+    if (opts !== undefined) {
+      if (opts === null || typeof opts !== 'object') throw invalidOption('get options', 'expected an object');
+      checkOptionKeys(opts, 'maxAgeSec', '', '', 'get');
+      if (opts.maxAgeSec !== undefined) {
+        maxAge = opts.maxAgeSec;
+        if (typeof maxAge !== 'number' || Number.isNaN(maxAge) || maxAge < 0) throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAge)}`);
+      }
     }
     const host = this.host;
     host.keys.prepare(key);
@@ -308,8 +213,7 @@ export class CacheTable<V = unknown> {
       h[S_MISSES]!++;
       return undefined;
     }
-    const idx = this.idx;
-    const exp = idx.f64[i >>> idx.shift]![3 * (i & idx.mask) + 1]!;
+    const exp = this.idx.expiry(i);
     const mem = host.mem;
     let now = 0;
     if (exp !== 0) {
@@ -358,7 +262,7 @@ export class CacheTable<V = unknown> {
     if (hook !== undefined && !hook.serving) return false;
     const i = this.find();
     if (i < 0 || (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook))) return false;
-    const exp = this.idx.f64[i >>> this.idx.shift]![3 * (i & this.idx.mask) + 1]!;
+    const exp = this.idx.expiry(i);
     return exp === 0 || exp > this.host.clock();
   }
 
@@ -370,7 +274,17 @@ export class CacheTable<V = unknown> {
   delete(key: CacheKey): boolean {
     this.writable();
     if (this.hook !== undefined) this.hook.changed('delete', key);
-    return this.removeKey(key);
+    this.host.keys.prepare(key);
+    const i = this.find();
+    if (i < 0) return false;
+    const exp = this.idx.expiry(i);
+    const live = exp === 0 || exp > this.host.clock();
+    if (live) {
+      this.removeSlot(i);
+      this.header[S_REMOVES]!++;
+    } else this.expireSlot(i);
+    shrinkIfSparse(this);
+    return live;
   }
 
   /**
@@ -379,22 +293,6 @@ export class CacheTable<V = unknown> {
    */
   remove(key: CacheKey): boolean {
     return this.delete(key);
-  }
-
-  private removeKey(key: CacheKey): boolean {
-    this.host.keys.prepare(key);
-    const i = this.find();
-    if (i < 0) return false;
-    const exp = this.idx.f64[i >>> this.idx.shift]![3 * (i & this.idx.mask) + 1]!;
-    if (exp !== 0 && exp <= this.host.clock()) {
-      this.expireSlot(i);
-      this.maybeShrink();
-      return false;
-    }
-    this.removeSlot(i);
-    this.header[S_REMOVES]!++;
-    this.maybeShrink();
-    return true;
   }
 
   /**
@@ -410,8 +308,7 @@ export class CacheTable<V = unknown> {
     host.keys.prepare(key);
     const i = this.find();
     if (i < 0) return false;
-    const idx = this.idx;
-    const exp = idx.f64[i >>> idx.shift]![3 * (i & idx.mask) + 1]!;
+    const exp = this.idx.expiry(i);
     const now = host.clock();
     if (exp !== 0 && exp <= now) {
       this.expireSlot(i);
@@ -426,24 +323,26 @@ export class CacheTable<V = unknown> {
     mem.buf.copy(s.buf, 0, o, o + len);
     const created = s.view.getFloat64(E_CREATED, true);
     const newExp = exp === 0 ? 0 : now + (exp - created);
-    const priority = s.view.getInt32(E_PRIORITY, true);
     s.view.setFloat64(E_SEQ, this.header[H_SEQ]!++, true);
     s.view.setFloat64(E_CREATED, now, true);
     s.view.setFloat64(E_EXPIRES, newExp, true);
-    this.storeEncoded(len, priority, newExp, false);
+    this.storeEncoded(len, s.view.getInt32(E_PRIORITY, true), newExp, false);
     return true;
   }
 
   /**
-   * Keys of live (not expired) entries, in slot order. Entries put or removed during the
-   * iteration may or may not be seen. Removing the key just yielded is safe: every other entry is
-   * still seen once (the table does not shrink while an iteration is open). Removing other keys
-   * may move entries across the iteration point (backward-shift deletion), and a grow (a put
-   * during the iteration) may make a key appear twice or not at all.
+   * Keys of live (not expired) entries, in the order of their hashes: an order that does not
+   * depend on the slots, so an iteration goes on where it was whatever happens between two steps.
+   * Every entry present for the whole iteration is seen exactly once, also when the table grows,
+   * shrinks or shifts entries meanwhile (puts and deletes during the iteration, of the key just
+   * yielded or any other); an entry put or deleted during the iteration may or may not be seen.
+   * An iteration holds nothing: one left unfinished costs nothing. While a `@pile/sync` hook says
+   * the table does not serve (see {@link TableHook}), an iteration yields nothing more, and it
+   * skips entries below the hook's epoch, as get answers a miss for them.
    * @throws PILE_CLOSED (also when the cache is closed mid-iteration)
    */
   *keys(): IterableIterator<CacheKey> {
-    for (const e of this.walk(false)) yield e[0];
+    for (const e of walkTable(this, false)) yield e[0];
   }
 
   /**
@@ -451,70 +350,7 @@ export class CacheTable<V = unknown> {
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT when a value can not be decoded; PILE_CLOSED
    */
   *entries(): IterableIterator<[CacheKey, V]> {
-    for (const e of this.walk(true)) yield e as [CacheKey, V];
-  }
-
-  /**
-   * Live entries in slot order. When the slot just yielded holds another key on resumption (its
-   * entry was removed and a later one shifted back into it), that slot is visited again; a new
-   * record of the same key (a put during the iteration) is not.
-   */
-  private *walk(withValues: boolean): IterableIterator<[CacheKey, V | undefined]> {
-    let last: CacheKey | undefined;
-    let lastPtr = 0;
-    this.check();
-    let idx = this.idx;
-    // Start after an empty slot: a shift moves entries back within their cluster, never across an
-    // empty slot, so from there no removal moves an entry from ahead of the walk to behind it.
-    let start = 0;
-    for (let i = 0; i < idx.capacity; i++) {
-      if (idx.f64[i >>> idx.shift]![3 * (i & idx.mask)] === 0) {
-        start = i;
-        break;
-      }
-    }
-    this.walkers++;
-    try {
-      for (let n = 0; ; ) {
-        this.check();
-        if (this.idx !== idx) {
-          idx = this.idx;
-          start = 0;
-        }
-        if (n >= idx.capacity) return;
-        const i = (start + n) % idx.capacity;
-        if (last !== undefined) {
-          const p = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
-          let revisit = false;
-          if (p > 0 && p !== lastPtr) {
-            const mem = this.host.mem;
-            mem.locate(p);
-            this.host.keys.prepare(last);
-            revisit = !this.host.keys.equals(mem.buf[mem.off + E_KEY_TYPE]!, mem.buf, mem.off + E_KEY, mem.view.getUint32(mem.off + E_KEY_LEN, true));
-          }
-          last = undefined;
-          if (!revisit) {
-            n++;
-            continue;
-          }
-        }
-        if (!this.liveAt(i)) {
-          n++;
-          continue;
-        }
-        const mem = this.host.mem;
-        const o = mem.off;
-        const b = mem.buf;
-        const k = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, keyLength(mem));
-        const voff = valueOffset(mem);
-        const v = withValues ? this.values.read(b[o + E_VALUE_KIND]!, b, mem.view, o + voff, valueLength(mem, voff)) : undefined;
-        last = k;
-        lastPtr = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
-        yield [k, v];
-      }
-    } finally {
-      this.walkers--;
-    }
+    for (const e of walkTable(this, true)) yield e as [CacheKey, V];
   }
 
   // ----------------------------------------------------------------- internals (used by PileCache)
@@ -528,21 +364,19 @@ export class CacheTable<V = unknown> {
     let freed = 0;
     let next = Number.POSITIVE_INFINITY;
     const idx = this.idx;
-    for (let c = 0; c < idx.f64.length; c++) {
-      const f = idx.f64[c]!;
-      for (let s = 0; s < f.length; s += 3) {
-        const e = f[s + 1]!;
-        const p = f[s]!;
-        if (e === 0 || p <= 0) continue;
-        if (e <= now && !this.host.readonly) {
-          this.expireSlot(c * idx.chunkSlots + s / 3);
-          freed++;
-          if (f[s] !== p) s -= 3; // the backward shift may have moved a later entry into this slot
-        } else if (e < next) next = e;
-      }
+    const readonly = this.host.readonly;
+    for (let i = 0; i < idx.capacity; i++) {
+      const e = idx.expiry(i);
+      const p = idx.ptr(i);
+      if (e === 0 || p <= 0) continue;
+      if (e <= now && !readonly) {
+        this.expireSlot(i);
+        freed++;
+        if (idx.ptr(i) !== p) i--; // the backward shift may have moved a later entry into this slot
+      } else if (e < next) next = e;
     }
-    if (!this.host.readonly) this.expiryKnownUntil = next;
-    if (shrink) this.maybeShrink();
+    if (!readonly) this.expiryKnownUntil = next;
+    if (shrink) shrinkIfSparse(this);
     return freed;
   }
 
@@ -550,180 +384,19 @@ export class CacheTable<V = unknown> {
   private countExpired(now: number): number {
     let n = 0;
     const idx = this.idx;
-    for (let c = 0; c < idx.f64.length; c++) {
-      const f = idx.f64[c]!;
-      for (let s = 0; s < f.length; s += 3) if (f[s + 1] !== 0 && f[s + 1]! <= now && f[s]! > 0) n++;
-    }
+    for (let i = 0; i < idx.capacity; i++) if (idx.expiry(i) !== 0 && idx.expiry(i) <= now && idx.ptr(i) > 0) n++;
     return n;
   }
 
   /**
-   * @internal Memory pressure: evicts the lowest-priority, then oldest, entry among `samples`
-   * freshly sampled live entries and the best candidates kept from earlier evictions (a pool of
-   * {@link EVICTION_POOL}, as Redis keeps one): the age lives in the entry record, so each sample
-   * costs a random read of the pile, and the pool gets the choice of many samples for the reads
-   * of a few. A pooled candidate is used only while its slot still holds the same record.
-   * Returns false when the table is empty.
+   * @internal Memory pressure: evicts the entry {@link EvictionPool} picks (lowest priority, then
+   * oldest, of a sample). Returns false when the table is empty.
    */
   evictOne(samples: number): boolean {
-    const count = this.header[H_COUNT]!;
-    if (count === 0) return false;
-    const idx = this.idx;
-    const cap = idx.capacity;
-    const mem = this.host.mem;
-    const pool = this.pool;
-    if (pool.idx !== idx) {
-      pool.idx = idx;
-      pool.n = 0;
-    }
-    // The samples are the live slots that follow one random slot: the entries are as random
-    // (slots are in hash order), and the index is read at one place instead of `samples`.
-    let i = Math.floor(Math.random() * cap);
-    for (let n = 0, step = 0; n < samples && step < cap; step++, i = i + 1 === cap ? 0 : i + 1) {
-      const p = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
-      if (p <= 0) continue;
-      n++;
-      let known = false;
-      for (let k = 0; k < pool.n; k++) {
-        if (pool.ptr[k] === p) {
-          pool.slot[k] = i; // a backward shift may have moved it
-          known = true;
-        }
-      }
-      if (known) continue;
-      const prio = idx.i32[i >>> idx.shift]![6 * (i & idx.mask) + 5]!;
-      mem.locate(p);
-      const created = mem.view.getFloat64(mem.off + E_CREATED, true);
-      let at = pool.n;
-      if (at === EVICTION_POOL) {
-        // Full: the new candidate replaces the pool's least evictable one, if it is more evictable.
-        at = 0;
-        for (let k = 1; k < EVICTION_POOL; k++) {
-          if (pool.prio[k]! > pool.prio[at]! || (pool.prio[k] === pool.prio[at] && pool.created[k]! > pool.created[at]!)) at = k;
-        }
-        if (prio > pool.prio[at]! || (prio === pool.prio[at] && created >= pool.created[at]!)) continue;
-      } else pool.n++;
-      pool.slot[at] = i;
-      pool.ptr[at] = p;
-      pool.prio[at] = prio;
-      pool.created[at] = created;
-    }
-    for (;;) {
-      let best = -1;
-      for (let k = 0; k < pool.n; k++) {
-        if (best < 0 || pool.prio[k]! < pool.prio[best]! || (pool.prio[k] === pool.prio[best] && pool.created[k]! < pool.created[best]!)) best = k;
-      }
-      if (best < 0) return this.evictOne(Math.max(1, samples));
-      const slot = pool.slot[best]!;
-      const held = idx.f64[slot >>> idx.shift]![3 * (slot & idx.mask)] === pool.ptr[best];
-      // Take it out of the pool (the last one moves into its place).
-      pool.n--;
-      pool.slot[best] = pool.slot[pool.n]!;
-      pool.ptr[best] = pool.ptr[pool.n]!;
-      pool.prio[best] = pool.prio[pool.n]!;
-      pool.created[best] = pool.created[pool.n]!;
-      if (!held) continue;
-      this.removeSlot(slot);
-      this.header[S_EVICTED]!++;
-      return true;
-    }
-  }
-
-  /**
-   * @internal After an unclean shutdown: drops slots whose record is gone or not this table's,
-   * re-derives each slot's cached fields from its record, recounts.
-   */
-  recoverIndex(): void {
-    const pile = this.host.pile;
-    const mem = this.host.mem;
-    const idx = this.idx;
-    const h = this.header;
-    let count = 0;
-    let tombs = 0;
-    let expiring = 0;
-    let maxSeq = -1;
-    for (let i = 0; i < idx.capacity; i++) {
-      const c = i >>> idx.shift;
-      const s = i & idx.mask;
-      const p = idx.f64[c]![3 * s]!;
-      if (p === 0) continue;
-      let ok = false;
-      if (p > 0) {
-        try {
-          ok = pile.has(p as PilePointer) && pile.rawTag(p as PilePointer) === this.entryTag;
-        } catch {
-          ok = false;
-        }
-      }
-      if (!ok) {
-        idx.f64[c]![3 * s] = TOMBSTONE;
-        tombs++;
-        continue;
-      }
-      mem.locate(p);
-      const v = mem.view;
-      const o = mem.off;
-      idx.u32[c]![6 * s + 4] = v.getUint32(o + E_HASH, true);
-      idx.i32[c]![6 * s + 5] = v.getInt32(o + E_PRIORITY, true);
-      const e = v.getFloat64(o + E_EXPIRES, true);
-      idx.f64[c]![3 * s + 1] = e;
-      if (e !== 0) expiring++;
-      maxSeq = Math.max(maxSeq, v.getFloat64(o + E_SEQ, true));
-      count++;
-    }
-    const dup = this.dropDuplicates();
-    h[H_COUNT] = count - dup.count;
-    h[H_TOMBS] = tombs + dup.count;
-    h[H_EXPIRING] = expiring - dup.expiring;
-    h[H_SEQ] = Math.max(h[H_SEQ]!, maxSeq + 1);
-  }
-
-  /**
-   * A crash in the middle of a backward shift leaves one entry in two slots of its cluster.
-   * Tombstones the second of each such pair: a tombstone keeps the probe chains through it
-   * intact, so the first copy stays reachable. Returns how many slots it cleared and how many
-   * of them carried an expiry.
-   */
-  private dropDuplicates(): { count: number; expiring: number } {
-    const idx = this.idx;
-    const cap = idx.capacity;
-    // Start after an empty slot, so that no cluster is split by the wrap around the end.
-    let start = 0;
-    for (let i = 0; i < cap; i++) {
-      if (idx.f64[i >>> idx.shift]![3 * (i & idx.mask)] === 0) {
-        start = i + 1;
-        break;
-      }
-    }
-    const cluster = new Set<number>();
-    let count = 0;
-    let expiring = 0;
-    for (let n = 0, i = start % cap; n < cap; n++, i = i + 1 === cap ? 0 : i + 1) {
-      const c = i >>> idx.shift;
-      const s = i & idx.mask;
-      const p = idx.f64[c]![3 * s]!;
-      if (p === 0) cluster.clear();
-      else if (p > 0) {
-        if (!cluster.has(p)) cluster.add(p);
-        else {
-          idx.f64[c]![3 * s] = TOMBSTONE;
-          count++;
-          if (idx.f64[c]![3 * s + 1] !== 0) expiring++;
-        }
-      }
-    }
-    return { count, expiring };
-  }
-
-  /** @internal True when `ptr` (an entry record of this table) is the one the index holds for its key. */
-  holdsEntry(ptr: number): boolean {
-    const mem = this.host.mem;
-    mem.locate(ptr);
-    const o = mem.off;
-    const b = mem.buf;
-    const key = decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, keyLength(mem));
-    this.host.keys.prepare(key);
-    return this.find() >= 0 && this.fPtr === ptr;
+    if (this.header[H_COUNT] === 0) return false;
+    this.removeSlot(this.eviction.pick(this.idx, this.host.mem, samples));
+    this.header[S_EVICTED]!++;
+    return true;
   }
 
   /** @internal Pile bytes of the table: index, header and the payload of each entry record. O(capacity). */
@@ -732,10 +405,7 @@ export class CacheTable<V = unknown> {
     const idx = this.idx;
     const pile = this.host.pile;
     let n = idx.capacity * 24 + HEADER_WORDS * 8;
-    for (let c = 0; c < idx.f64.length; c++) {
-      const f = idx.f64[c]!;
-      for (let s = 0; s < f.length; s += 3) if (f[s]! > 0) n += pile.sizeOf(f[s]! as PilePointer);
-    }
+    for (let i = 0; i < idx.capacity; i++) if (idx.ptr(i) > 0) n += pile.sizeOf(idx.ptr(i) as PilePointer);
     return n;
   }
 
@@ -743,10 +413,7 @@ export class CacheTable<V = unknown> {
   destroy(): void {
     const pile = this.host.pile;
     const idx = this.idx;
-    for (let c = 0; c < idx.f64.length; c++) {
-      const f = idx.f64[c]!;
-      for (let s = 0; s < f.length; s += 3) if (f[s]! > 0) pile.delete(f[s]! as PilePointer);
-    }
+    for (let i = 0; i < idx.capacity; i++) if (idx.ptr(i) > 0) pile.delete(idx.ptr(i) as PilePointer);
     idx.free(pile);
     pile.delete(this.meta.header as PilePointer);
     this.markDropped();
@@ -765,13 +432,14 @@ export class CacheTable<V = unknown> {
     this.values = new ValueCodec<V>(codec);
   }
 
-  /** After a hit of find(): the entry (host.mem) was stored before the hook's epoch. */
-  private belowEpoch(hook: TableHook): boolean {
+  /** @internal After a hit of find(): the entry (host.mem) was stored before the hook's epoch. */
+  belowEpoch(hook: TableHook): boolean {
     const mem = this.host.mem;
     return mem.view.getFloat64(mem.off + E_SEQ, true) < hook.epoch;
   }
 
-  private check(): void {
+  /** @internal @throws PILE_CLOSED when the cache is closed or the table dropped */
+  check(): void {
     this.host.check();
     if (this.dropped) throw closedTable(this.meta.name);
   }
@@ -779,6 +447,12 @@ export class CacheTable<V = unknown> {
   private writable(): void {
     this.host.writable();
     if (this.dropped) throw closedTable(this.meta.name);
+  }
+
+  /** The slot holding the prepared key, or -1; on a hit, host.mem is left on the entry's record. */
+  private find(): number {
+    const idx = this.idx;
+    return idx.find(this.host.keys, this.host.mem, this.entryTag, probeLimit(this, idx.capacity), this.meta.name);
   }
 
   /** Writes the entry for the prepared key into the host's scratch; returns its length. */
@@ -789,17 +463,7 @@ export class CacheTable<V = unknown> {
     const voff = E_KEY + align8(klen);
     const len = voff + vlen;
     const { buf, view } = host.scratch(len);
-    view.setFloat64(E_SEQ, this.header[H_SEQ]!++, true);
-    view.setFloat64(E_CREATED, now, true);
-    view.setFloat64(E_EXPIRES, expiresAt, true);
-    view.setInt32(E_PRIORITY, priority, true);
-    view.setUint32(E_HASH, kc.hash, true);
-    buf[E_KEY_TYPE] = kc.type;
-    buf[E_VALUE_KIND] = this.values.kind;
-    view.setUint16(34, 0, true);
-    view.setUint32(E_KEY_LEN, klen, true);
-    view.setUint32(E_VALUE_LEN, vlen, true);
-    view.setUint32(44, 0, true);
+    writeEntryHead(buf, view, this.header[H_SEQ]!++, now, expiresAt, priority, kc.hash, kc.type, this.values.kind, klen, vlen);
     const kend = kc.write(buf, E_KEY);
     for (let p = kend; p < voff; p++) buf[p] = 0;
     this.values.write(buf, view, voff, vlen);
@@ -810,45 +474,33 @@ export class CacheTable<V = unknown> {
   private storeEncoded(len: number, priority: number, expiresAt: number, count: boolean): PutResult {
     const host = this.host;
     this.stores++;
-    this.ensureRoom();
-    let slot = this.decide(priority);
-    if (this.fOutcome === OUTCOME_COLLISION || this.fOutcome === OUTCOME_OVERWRITE) {
-      // A full probe window in a table that may still grow and is not nearly empty: grow rather than drop.
-      const cap = this.idx.capacity;
-      const o = this.meta.options;
-      const count = this.header[H_COUNT]!;
-      if (cap < o.maxCapacity && count >= cap * o.loadFactorHigh * 0.5 && this.stores >= this.growRetryAt) {
-        if (this.rehash(Math.min(o.maxCapacity, Math.max(cap + 1, Math.ceil(cap * o.growthFactor))))) this.header[S_GROWS]!++;
-        else this.growRetryAt = this.stores + Math.max(64, Math.ceil(count / 8));
-        slot = this.decide(priority);
-      }
-    }
-    if (this.fOutcome === OUTCOME_COLLISION) {
-      this.header[S_COLLISIONS]!++;
+    const h = this.header;
+    if (h[H_COUNT]! + h[H_TOMBS]! + 1 > this.idx.capacity * this.meta.options.loadFactorHigh) makeRoomForInsert(this);
+    let d = this.decide(priority);
+    // A full probe window: grow rather than drop, when the table may.
+    if ((d < 0 || d % 4 === OUTCOME_OVERWRITE) && growForCollision(this)) d = this.decide(priority);
+    if (d < 0) {
+      h[S_COLLISIONS]!++;
       return 'collision';
     }
     const epoch = host.evictions;
     const idxBefore = this.idx;
     const ptr = host.store(host.scratch(len).buf.subarray(0, len), this.entryTag);
     if (host.evictions !== epoch || this.idx !== idxBefore) {
-      slot = this.decide(priority);
-      if (this.fOutcome === OUTCOME_COLLISION) {
+      // Making room moved or removed entries: probe again.
+      d = this.decide(priority);
+      if (d < 0) {
         host.pile.delete(ptr);
-        this.header[S_COLLISIONS]!++;
+        h[S_COLLISIONS]!++;
         return 'collision';
       }
     }
+    const outcome = d % 4;
+    const slot = (d - outcome) / 4;
     const idx = this.idx;
-    const c = slot >>> idx.shift;
-    const s = slot & idx.mask;
-    const old = idx.f64[c]![3 * s]!;
-    const oldExp = idx.f64[c]![3 * s + 1]!;
-    const h = this.header;
-    // The record is complete; caches first, the pointer last: the pointer is what publishes it.
-    idx.u32[c]![6 * s + 4] = host.keys.hash;
-    idx.i32[c]![6 * s + 5] = priority;
-    idx.f64[c]![3 * s + 1] = expiresAt;
-    idx.f64[c]![3 * s] = ptr;
+    const old = idx.ptr(slot);
+    const oldExp = idx.expiry(slot);
+    idx.set(slot, ptr, expiresAt, host.keys.hash, priority);
     if (expiresAt !== 0) {
       h[H_EXPIRING]!++;
       if (expiresAt < this.expiryKnownUntil) this.expiryKnownUntil = expiresAt;
@@ -860,41 +512,32 @@ export class CacheTable<V = unknown> {
       if (old === TOMBSTONE) h[H_TOMBS]!--;
       h[H_COUNT]!++;
     }
-    switch (this.fOutcome) {
-      case OUTCOME_INSERT:
-        if (count) h[S_INSERTS]!++;
-        return 'inserted';
-      case OUTCOME_REPLACE:
-        if (count) h[S_REPLACES]!++;
-        return 'replaced';
-      default:
-        h[S_OVERWRITES]!++;
-        return 'overwritten';
+    if (outcome === OUTCOME_INSERT) {
+      if (count) h[S_INSERTS]!++;
+      return 'inserted';
     }
+    if (outcome === OUTCOME_REPLACE) {
+      if (count) h[S_REPLACES]!++;
+      return 'replaced';
+    }
+    h[S_OVERWRITES]!++;
+    return 'overwritten';
   }
 
   /**
-   * Where the prepared key goes: its own slot (replace), a free slot (insert), a victim's slot
-   * (speculative overwrite), or nowhere (collision). Sets fOutcome; returns the slot.
+   * Where the prepared key goes, as `slot * 4 + outcome`: its own slot (replace), a free slot
+   * (insert), a victim's slot (speculative overwrite); or {@link COLLISION} (-1), nowhere.
+   * An encoded number rather than fields set on the side: nothing depends on call order.
    */
   private decide(priority: number): number {
     const found = this.find();
-    if (found >= 0) {
-      this.fOutcome = OUTCOME_REPLACE;
-      return found;
-    }
+    if (found >= 0) return found * 4 + OUTCOME_REPLACE;
     const idx = this.idx;
     const cap = idx.capacity;
-    const limit = this.speculative ? Math.min(SPECULATIVE_PROBES, cap) : cap;
-    const home = idx.home(this.host.keys.hash);
-    let i = home;
-    for (let n = 0; n < limit; n++) {
-      if (idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]! <= 0) {
-        this.fOutcome = OUTCOME_INSERT;
-        return i;
-      }
-      if (++i === cap) i = 0;
-    }
+    const limit = probeLimit(this, cap);
+    const hash = this.host.keys.hash;
+    const free = idx.findFree(hash, limit);
+    if (free >= 0) return free * 4 + OUTCOME_INSERT;
     if (!this.speculative) {
       // Full because the pile had no room to grow the index: memory pressure, so evict one of ours.
       if (cap < this.meta.options.maxCapacity && this.evictOne(EVICTION_SAMPLES)) return this.decide(priority);
@@ -904,145 +547,49 @@ export class CacheTable<V = unknown> {
     const now = this.host.clock();
     let best = -1;
     let bestPrio = 0;
-    i = home;
+    let i = idx.home(hash);
     for (let n = 0; n < limit; n++) {
-      const c = i >>> idx.shift;
-      const s = i & idx.mask;
-      const e = idx.f64[c]![3 * s + 1]!;
+      const e = idx.expiry(i);
       if (e !== 0 && e <= now) {
         // Refilled at once: a backward shift here could move another entry into slot i.
         this.vacateSlot(i);
         this.header[S_EXPIRED]!++;
-        this.fOutcome = OUTCOME_INSERT;
-        return i;
+        return i * 4 + OUTCOME_INSERT;
       }
-      const p = idx.i32[c]![6 * s + 5]!;
+      const p = idx.priority(i);
       if (p <= priority && (best < 0 || p < bestPrio)) {
         best = i;
         bestPrio = p;
       }
       if (++i === cap) i = 0;
     }
-    this.fOutcome = best < 0 ? OUTCOME_COLLISION : OUTCOME_OVERWRITE;
-    return best;
+    return best < 0 ? COLLISION : best * 4 + OUTCOME_OVERWRITE;
   }
 
   /**
-   * The slot holding the prepared key, or -1; on a hit, host.mem is left on the entry's record
-   * and fPtr holds its pointer.
-   */
-  private find(): number {
-    const kc = this.host.keys;
-    const hash = kc.hash;
-    const idx = this.idx;
-    const cap = idx.capacity;
-    const limit = this.speculative ? Math.min(SPECULATIVE_PROBES, cap) : cap;
-    const shift = idx.shift;
-    const mask = idx.mask;
-    const mem = this.host.mem;
-    let i = idx.home(hash);
-    for (let n = 0; n < limit; n++) {
-      const c = i >>> shift;
-      const s = i & mask;
-      const p = idx.f64[c]![3 * s]!;
-      if (p === 0) return -1;
-      if (p > 0 && idx.u32[c]![6 * s + 4] === hash) {
-        mem.locate(p);
-        const o = mem.off;
-        const b = mem.buf;
-        const v = mem.view;
-        if (v.getUint32(o - 8, true) !== this.entryTag) {
-          throw new PileError('PILE_CORRUPT', `cache table '${this.meta.name}': slot ${i} points at a record (${p}) that is not one of its entries`);
-        }
-        if (kc.equals(b[o + E_KEY_TYPE]!, b, o + E_KEY, v.getUint32(o + E_KEY_LEN, true))) {
-          this.fPtr = p;
-          return i;
-        }
-      }
-      if (++i === cap) i = 0;
-    }
-    return -1;
-  }
-
-  /** True when slot i holds a live entry; leaves host.mem on it. */
-  private liveAt(i: number): boolean {
-    const idx = this.idx;
-    const p = idx.f64[i >>> idx.shift]![3 * (i & idx.mask)]!;
-    if (p <= 0) return false;
-    const e = idx.f64[i >>> idx.shift]![3 * (i & idx.mask) + 1]!;
-    if (e !== 0 && e <= this.host.clock()) return false;
-    this.host.mem.locate(p);
-    return true;
-  }
-
-  /**
-   * Empties slot i by backward-shift deletion (Knuth's algorithm R for linear probing): each later
-   * entry of the cluster that may live closer to its home moves back into the hole, so removals
-   * leave no tombstones and probe lengths stay those of the live load, however many entries an
-   * evicting cache turns over. Then frees the record. A move writes the slot's caches, then its
-   * pointer, and only then reuses the source slot: a crash mid-shift can leave one entry in two
-   * slots (which {@link recoverIndex} reduces to one), never an unreachable entry; the removed
-   * record, no longer referenced, is an orphan that recovery frees.
+   * Removes slot i's entry by the index's backward shift (no tombstone), then frees the record:
+   * a crash in between leaves an orphan that recovery frees.
    */
   private removeSlot(i: number): void {
     const idx = this.idx;
-    const c = i >>> idx.shift;
-    const s = i & idx.mask;
-    const p = idx.f64[c]![3 * s]!;
+    const p = idx.ptr(i);
     const h = this.header;
     h[H_COUNT]!--;
-    if (idx.f64[c]![3 * s + 1] !== 0) h[H_EXPIRING]!--;
-    this.shiftInto(i);
+    if (idx.expiry(i) !== 0) h[H_EXPIRING]!--;
+    idx.shiftOut(i);
     this.host.pile.delete(p as PilePointer);
   }
 
   /** Removes slot i's entry leaving a tombstone, for a slot the caller refills at once. */
   private vacateSlot(i: number): void {
     const idx = this.idx;
-    const c = i >>> idx.shift;
-    const s = i & idx.mask;
-    const p = idx.f64[c]![3 * s]!;
-    idx.f64[c]![3 * s] = TOMBSTONE;
+    const p = idx.ptr(i);
+    idx.setPtr(i, TOMBSTONE);
     const h = this.header;
     h[H_COUNT]!--;
     h[H_TOMBS]!++;
-    if (idx.f64[c]![3 * s + 1] !== 0) h[H_EXPIRING]!--;
+    if (idx.expiry(i) !== 0) h[H_EXPIRING]!--;
     this.host.pile.delete(p as PilePointer);
-  }
-
-  /** The backward shift of {@link removeSlot}: fills hole `i` from later slots of its cluster, empties the last hole. */
-  private shiftInto(i: number): void {
-    const idx = this.idx;
-    const cap = idx.capacity;
-    const shift = idx.shift;
-    const mask = idx.mask;
-    let hole = i;
-    let j = i;
-    for (let n = 1; n < cap; n++) {
-      if (++j === cap) j = 0;
-      const jc = j >>> shift;
-      const js = j & mask;
-      const p = idx.f64[jc]![3 * js]!;
-      if (p === 0) break;
-      // A tombstone (left by recovery or an older version) needs no reaching: probe on past it.
-      if (p < 0) continue;
-      const home = idx.home(idx.u32[jc]![6 * js + 4]!);
-      // The entry stays when its home lies cyclically in (hole, j]: moving it before its home would lose it.
-      if (hole <= j ? hole < home && home <= j : hole < home || home <= j) continue;
-      const hc = hole >>> shift;
-      const hs = hole & mask;
-      idx.u32[hc]![6 * hs + 4] = idx.u32[jc]![6 * js + 4]!;
-      idx.i32[hc]![6 * hs + 5] = idx.i32[jc]![6 * js + 5]!;
-      idx.f64[hc]![3 * hs + 1] = idx.f64[jc]![3 * js + 1]!;
-      idx.f64[hc]![3 * hs] = p;
-      hole = j;
-    }
-    const hc = hole >>> shift;
-    const hs = hole & mask;
-    idx.f64[hc]![3 * hs] = 0;
-    idx.f64[hc]![3 * hs + 1] = 0;
-    idx.u32[hc]![6 * hs + 4] = 0;
-    idx.i32[hc]![6 * hs + 5] = 0;
   }
 
   private expireSlot(i: number): void {
@@ -1050,150 +597,4 @@ export class CacheTable<V = unknown> {
     this.removeSlot(i);
     this.header[S_EXPIRED]!++;
   }
-
-  /**
-   * Before an insert would pass loadFactorHigh: grows, or purges tombstones (only recovery and
-   * tables written by older versions have any: removals shift entries back instead). A durable
-   * table whose index can not grow for lack of memory evicts one of its own entries instead of
-   * filling its index past loadFactorHigh, where linear probing slows down sharply.
-   */
-  private ensureRoom(): void {
-    const h = this.header;
-    const count = h[H_COUNT]!;
-    const tombs = h[H_TOMBS]!;
-    const cap = this.idx.capacity;
-    const o = this.meta.options;
-    const high = cap * o.loadFactorHigh;
-    if (count + tombs + 1 <= high) return;
-    if (count + 1 > high * 0.75 && cap < o.maxCapacity) {
-      if (this.stores >= this.growRetryAt) {
-        if (this.grow()) return;
-        if (!this.speculative && this.host.makeRoom() && this.grow()) return;
-        this.growRetryAt = this.stores + Math.max(64, Math.ceil(count / 8));
-      }
-      if (tombs > 0 && tombs >= Math.max(1, cap * 0.05, (cap - count) / 2)) this.rehash(cap);
-      // Still past loadFactorHigh in a durable table: a batch of memory-pressure evictions, then one of ours.
-      if (!this.speculative && h[H_COUNT]! + h[H_TOMBS]! + 1 > high && !(this.host.makeRoom() && h[H_COUNT]! + h[H_TOMBS]! + 1 <= high)) this.evictOne(EVICTION_SAMPLES);
-    } else if (tombs >= Math.max(1, cap * 0.05, (cap - count) / 2)) {
-      // Tombstones, not live entries, fill the table: rebuild it at the same size (amortised over those removes).
-      this.rehash(cap);
-    }
-  }
-
-  /** One grow step; false when the pile has no room for the bigger index. */
-  private grow(): boolean {
-    const o = this.meta.options;
-    const cap = this.idx.capacity;
-    if (!this.rehash(Math.min(o.maxCapacity, Math.max(cap + 1, Math.ceil(cap * o.growthFactor))))) return false;
-    this.header[S_GROWS]!++;
-    return true;
-  }
-
-  private maybeShrink(): void {
-    if (this.walkers > 0) return;
-    const o = this.meta.options;
-    const cap = this.idx.capacity;
-    const count = this.header[H_COUNT]!;
-    if (cap <= o.minCapacity || count >= cap * o.loadFactorLow) return;
-    const target = Math.max(o.minCapacity, Math.ceil(cap * o.shrinkFactor));
-    if (target < cap && this.rehash(target)) this.header[S_SHRINKS]!++;
-  }
-
-  /**
-   * Moves every live slot into a new index of `capacity` slots, publishes it in the catalog
-   * (crash-atomic), then frees the old chunks. False when the pile has no room for the new index.
-   */
-  private rehash(capacity: number): boolean {
-    const host = this.host;
-    const pile = host.pile;
-    const old = this.idx;
-    let next: SlotIndex;
-    try {
-      next = SlotIndex.create(pile, capacity, this.meta.chunkSlots, tagOf(TAG_CHUNK, this.meta.id));
-    } catch (err) {
-      if (err instanceof PileError && (err.code === 'PILE_OUT_OF_SPACE' || err.code === 'PILE_TOO_LARGE')) return false;
-      throw err;
-    }
-    const limit = this.speculative ? Math.min(SPECULATIVE_PROBES, capacity) : capacity;
-    const dropped: number[] = [];
-    let count = 0;
-    let expiring = 0;
-    for (let c = 0; c < old.f64.length; c++) {
-      const slots = old.f64[c]!.length / 3;
-      for (let s = 0; s < slots; s++) {
-        const p = old.f64[c]![3 * s]!;
-        if (p <= 0) continue;
-        const hash = old.u32[c]![6 * s + 4]!;
-        let i = next.home(hash);
-        let placed = false;
-        for (let n = 0; n < limit; n++) {
-          const nc = i >>> next.shift;
-          const ns = i & next.mask;
-          if (next.f64[nc]![3 * ns] === 0) {
-            next.u32[nc]![6 * ns + 4] = hash;
-            next.i32[nc]![6 * ns + 5] = old.i32[c]![6 * s + 5]!;
-            const e = old.f64[c]![3 * s + 1]!;
-            next.f64[nc]![3 * ns + 1] = e;
-            next.f64[nc]![3 * ns] = p;
-            if (e !== 0) expiring++;
-            placed = true;
-            break;
-          }
-          if (++i === capacity) i = 0;
-        }
-        if (placed) count++;
-        else dropped.push(p);
-      }
-    }
-    const meta = this.meta;
-    const before = { capacity: meta.capacity, chunks: meta.chunks };
-    meta.capacity = capacity;
-    meta.chunks = next.blocks.slice();
-    try {
-      host.saveCatalog();
-    } catch (err) {
-      meta.capacity = before.capacity;
-      meta.chunks = before.chunks;
-      next.free(pile);
-      if (err instanceof PileError && err.code === 'PILE_OUT_OF_SPACE') return false;
-      throw err;
-    }
-    this.idx = next;
-    old.free(pile);
-    const h = this.header;
-    h[H_COUNT] = count;
-    h[H_TOMBS] = 0;
-    h[H_EXPIRING] = expiring;
-    // Speculative only: an entry with no free slot within its probe window in the new index.
-    h[S_COLLISIONS]! += dropped.length;
-    for (const p of dropped) pile.delete(p as PilePointer);
-    return true;
-  }
-}
-
-/**
- * The stored key's byte length of the entry `mem` located, checked against the entry's record:
- * a damaged length word must not make a read return a neighbour's bytes.
- * @throws PILE_CORRUPT
- */
-function keyLength(mem: PileMemory): number {
-  const klen = mem.view.getUint32(mem.off + E_KEY_LEN, true);
-  if (klen > mem.len - E_KEY) throw damagedEntry(mem, `key length ${klen}`);
-  return klen;
-}
-
-/** Where the value of the located entry starts, relative to the entry (key length checked). @throws PILE_CORRUPT */
-function valueOffset(mem: PileMemory): number {
-  return E_KEY + align8(keyLength(mem));
-}
-
-/** The value's byte length of the located entry, checked against the entry's record. @throws PILE_CORRUPT */
-function valueLength(mem: PileMemory, voff: number): number {
-  const vlen = mem.view.getUint32(mem.off + E_VALUE_LEN, true);
-  if (vlen > mem.len - voff) throw damagedEntry(mem, `value length ${vlen}`);
-  return vlen;
-}
-
-function damagedEntry(mem: PileMemory, what: string): PileError {
-  return new PileError('PILE_CORRUPT', `cache entry at segment offset ${mem.off}: ${what} exceeds the entry's ${mem.len} bytes`);
 }

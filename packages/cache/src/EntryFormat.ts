@@ -1,3 +1,6 @@
+import { PileError } from '@pile/core';
+import type { PileMemory } from './PileMemory';
+
 /**
  * Byte layout of a cache entry: one sealed raw record per entry (pile.putRaw), little endian,
  * offsets from the start of the record's bytes (8-aligned). docs/cache.md describes the same.
@@ -31,6 +34,54 @@ export const E_KEY = 48;
 export const align8 = (n: number): number => (n + 7) & ~7;
 
 /**
+ * Writes an entry's fixed fields at byte 0 of `buf` (`view` over the same bytes); the caller
+ * writes the key at {@link E_KEY} and the value at `E_KEY + align8(keyLength)`.
+ */
+export function writeEntryHead(
+  buf: Buffer, view: DataView, seq: number, created: number, expiresAt: number, priority: number,
+  hash: number, keyType: number, valueKind: number, keyLength: number, valueLength: number,
+): void {
+  view.setFloat64(E_SEQ, seq, true);
+  view.setFloat64(E_CREATED, created, true);
+  view.setFloat64(E_EXPIRES, expiresAt, true);
+  view.setInt32(E_PRIORITY, priority, true);
+  view.setUint32(E_HASH, hash, true);
+  buf[E_KEY_TYPE] = keyType;
+  buf[E_VALUE_KIND] = valueKind;
+  view.setUint16(34, 0, true);
+  view.setUint32(E_KEY_LEN, keyLength, true);
+  view.setUint32(E_VALUE_LEN, valueLength, true);
+  view.setUint32(44, 0, true);
+}
+
+/**
+ * The stored key's byte length of the entry `mem` located, checked against the entry's record:
+ * a damaged length word must not make a read return a neighbour's bytes.
+ * @throws PILE_CORRUPT
+ */
+export function keyLength(mem: PileMemory): number {
+  const klen = mem.view.getUint32(mem.off + E_KEY_LEN, true);
+  if (klen > mem.len - E_KEY) throw damagedEntry(mem, `key length ${klen}`);
+  return klen;
+}
+
+/** Where the value of the located entry starts, relative to the entry (key length checked). @throws PILE_CORRUPT */
+export function valueOffset(mem: PileMemory): number {
+  return E_KEY + align8(keyLength(mem));
+}
+
+/** The value's byte length of the located entry, checked against the entry's record. @throws PILE_CORRUPT */
+export function valueLength(mem: PileMemory, voff: number): number {
+  const vlen = mem.view.getUint32(mem.off + E_VALUE_LEN, true);
+  if (vlen > mem.len - voff) throw damagedEntry(mem, `value length ${vlen}`);
+  return vlen;
+}
+
+function damagedEntry(mem: PileMemory, what: string): PileError {
+  return new PileError('PILE_CORRUPT', `cache entry at segment offset ${mem.off}: ${what} exceeds the entry's ${mem.len} bytes`);
+}
+
+/**
  * Owner tags of the cache's raw blocks: 0xCA in the top byte, the block kind in the next
  * four bits, the table id (< 2^20) in the low twenty. Recovery finds the cache's blocks by them.
  */
@@ -56,5 +107,17 @@ export const H_SEQ = 3;
 export const H_EXPIRING = 4;
 export const H_STATS = 8;
 export const STAT_NAMES = ['hits', 'misses', 'inserts', 'replaces', 'overwrites', 'collisions', 'removes', 'expired', 'evicted', 'grows', 'shrinks'] as const;
+/** Header word of each statistic, in STAT_NAMES order. */
+export const S_HITS = H_STATS + 0;
+export const S_MISSES = H_STATS + 1;
+export const S_INSERTS = H_STATS + 2;
+export const S_REPLACES = H_STATS + 3;
+export const S_OVERWRITES = H_STATS + 4;
+export const S_COLLISIONS = H_STATS + 5;
+export const S_REMOVES = H_STATS + 6;
+export const S_EXPIRED = H_STATS + 7;
+export const S_EVICTED = H_STATS + 8;
+export const S_GROWS = H_STATS + 9;
+export const S_SHRINKS = H_STATS + 10;
 export const HEADER_WORDS = 32;
 export const HEADER_VERSION = 1;

@@ -1,4 +1,4 @@
-import { PileError } from '@pile/core';
+import { PileError, fmix32 } from '@pile/core';
 
 /** A key of a cache table. Equal keys of different types are different keys. */
 export type CacheKey = string | number | bigint | Uint8Array;
@@ -10,28 +10,20 @@ export const KEY_BYTES = 4;
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
-
-/** murmur3's finaliser: spreads FNV's weak low bits over the whole word (the index uses the high bits). */
-function fmix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
+// Each hash ends with murmur3's finaliser (fmix32): it spreads FNV's weak low bits over the whole
+// word, as the index takes the high bits.
 
 /** Hash of a string over its UTF-16 code units: no encoding on the lookup path. */
 export function hashString(s: string): number {
   let h = FNV_OFFSET ^ KEY_STRING;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), FNV_PRIME);
-  return fmix(h);
+  return fmix32(h);
 }
 
 function hashBytes(type: number, b: Uint8Array, start: number, end: number): number {
   let h = FNV_OFFSET ^ type;
   for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, FNV_PRIME);
-  return fmix(h);
+  return fmix32(h);
 }
 
 /**

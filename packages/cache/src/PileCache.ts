@@ -1,14 +1,15 @@
 import { Pile, PileError, compileSchema, isPileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
-import { CacheTable, EVICTION_SAMPLES, type TableHook, type TableMeta, type TableStats } from './CacheTable';
-import {
-  H_COUNT, H_STATS, H_VERSION, HEADER_VERSION, HEADER_WORDS, MAX_TABLE_ID, STAT_NAMES, TAG_CHUNK, TAG_ENTRY, TAG_HEADER,
-  TAG_MARK, tagOf,
-} from './EntryFormat';
+import { CacheTable } from './CacheTable';
+import { recoverCache } from './CacheRecovery';
+import { EVICTION_SAMPLES } from './Eviction';
+import { H_COUNT, H_STATS, H_VERSION, HEADER_VERSION, HEADER_WORDS, MAX_TABLE_ID, STAT_NAMES, TAG_CHUNK, TAG_HEADER, tagOf } from './EntryFormat';
 import { KeyCodec } from './KeyCodec';
 import { PileMemory } from './PileMemory';
 import { SlotIndex, chunkSlotsFor } from './SlotIndex';
 import { type CollisionMode, type ResolvedTableOptions, type TableOptions, invalidOption, resolveTableOptions } from './TableOptions';
+import type { TableMeta } from './TableState';
+import type { TableHook, TableStats } from './TableTypes';
 
 /** Options the cache adds to those of the pile it opens or is given. */
 export interface CacheBehaviourOptions {
@@ -157,7 +158,7 @@ export class PileCache implements CacheHost {
       const recover = !this.readonly && (this.pile.lastRecovery.ran || this.catalog.open);
       for (const meta of this.catalog.tables) this.byName.set(meta.name, this.openTable(meta, undefined));
       if (recover) {
-        this.recover();
+        recoverCache(this.pile, [...this.byName.values()], this.onProgress);
         this.recovered = true;
       }
       if (!this.readonly) {
@@ -551,50 +552,6 @@ export class PileCache implements CacheHost {
       throw err;
     }
     return compileSchema(schema as never) as CompiledSchema<V>;
-  }
-
-  /**
-   * After an unclean shutdown: each index drops slots whose record is gone and re-derives its
-   * counters; then one pass over the pile frees the cache's blocks nothing references (entries
-   * written or replaced by an interrupted put, chunks of an interrupted grow, blocks of a
-   * table whose create or drop was interrupted).
-   */
-  private recover(): void {
-    const byId = new Map<number, CacheTable<unknown>>();
-    const progress = this.onProgress;
-    let tablesDone = 0;
-    for (const t of this.byName.values()) {
-      t.recoverIndex();
-      byId.set(t.meta.id, t);
-      progress?.({ phase: 'cache-index', done: ++tablesDone, total: this.byName.size });
-    }
-    const records = this.pile.stats.objectCount;
-    let walked = 0;
-    const pile = this.pile;
-    const doomed: PilePointer[] = [];
-    for (const e of pile.entries()) {
-      // Every 2^16 records: often enough for a progress line, rare enough to cost nothing.
-      if ((++walked & 0xffff) === 0) progress?.({ phase: 'cache-orphans', done: walked, total: records });
-      if (e.kind !== 'raw') continue;
-      const tag = pile.rawTag(e.pointer);
-      if (tag >>> 24 !== TAG_MARK) continue;
-      const kind = (tag >>> 20) & 0xf;
-      const t = byId.get(tag & MAX_TABLE_ID);
-      let keep = false;
-      if (t !== undefined) {
-        if (kind === TAG_ENTRY) {
-          try {
-            keep = t.holdsEntry(e.pointer);
-          } catch {
-            keep = false;
-          }
-        } else if (kind === TAG_CHUNK) keep = t.meta.chunks.includes(e.pointer);
-        else if (kind === TAG_HEADER) keep = t.meta.header === e.pointer;
-      }
-      if (!keep) doomed.push(e.pointer);
-    }
-    for (const p of doomed) pile.delete(p);
-    progress?.({ phase: 'cache-orphans', done: walked, total: Math.max(walked, records) });
   }
 
   private release(): void {

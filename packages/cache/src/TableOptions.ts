@@ -106,3 +106,14 @@ export function resolveTableOptions(options: TableOptions<unknown>, stored?: Res
     initialCapacity,
   };
 }
+
+/**
+ * Refuses a key of put's or get's options that the call does not know (a typo such as `ttl` would
+ * otherwise be ignored). A for-in over the object's own keys: no array is allocated, and the common
+ * call without options never gets here.
+ */
+export function checkOptionKeys(opts: object, a: string, b: string, c: string, what: string): void {
+  for (const k in opts) {
+    if (k !== a && k !== b && k !== c) throw invalidOption(k, `unknown ${what} option (expected ${[a, b, c].filter((n) => n !== '').join(', ')})`);
+  }
+}

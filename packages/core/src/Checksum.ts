@@ -11,6 +11,19 @@ import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_BUFFER, KIND_RAW, MIN_BLOCK_SIZE, 
 export const NATIVE_CHECKSUM_FROM = 1024;
 
 /**
+ * Murmur3's 32-bit finaliser: every input bit reaches every output bit. The checksums end with it,
+ * and `@pile/cache` spreads its key hashes with it.
+ */
+export function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
  * Checksum of the block whose header starts at byte `off` of the segment: covers the size
  * word, word1 without state bits, the length and `length` payload bytes.
  * `u32` and `buf` view the same segment memory; `off` is 8-aligned.
@@ -41,13 +54,7 @@ export function blockChecksum(buf: Buffer, u32: Uint32Array, off: number, size: 
     k = (k << 15) | (k >>> 17);
     h ^= Math.imul(k, 0x1b873593);
   }
-  h ^= length;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return fmix32(h ^ length);
 }
 
 /**
@@ -57,13 +64,7 @@ export function blockChecksum(buf: Buffer, u32: Uint32Array, off: number, size: 
  * bit no longer passes (its stored checksum covers its payload, not its header alone).
  */
 export function headerChecksum(size: number, w1: number, length: number): number {
-  let h = Math.imul(size ^ 0x3c6ef372, 0x85ebca6b) ^ Math.imul(w1 ^ 0x5bd1e995, 0xc2b2ae35) ^ length;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return fmix32(Math.imul(size ^ 0x3c6ef372, 0x85ebca6b) ^ Math.imul(w1 ^ 0x5bd1e995, 0xc2b2ae35) ^ length);
 }
 
 /** Why the committed block at `off` (size already known sane) is damaged, or undefined when its kind, length and checksum hold. */

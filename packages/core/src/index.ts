@@ -12,3 +12,5 @@ export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';
 export type { InlineRead } from './SchemaCodegen';
 export { encodeGuard, reentrantError } from './EncodeGuard';
 export { illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
+export { RAW_PREFIX } from './BlockFormat';
+export { fmix32 } from './Checksum';

@@ -1,9 +1,9 @@
 import { PileError, type CompiledSchema, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import {
-  E_CREATED, E_EXPIRES, E_KEY, E_KEY_TYPE, E_PRIORITY, E_SEQ, E_VALUE_KIND, H_COUNT, H_EXPIRING, H_SEQ, H_TOMBS, HEADER_WORDS,
+  E_CREATED, E_EXPIRES, E_KEY, E_PRIORITY, E_SEQ, E_VALUE_KIND, H_COUNT, H_EXPIRING, H_SEQ, H_TOMBS, HEADER_WORDS,
   S_COLLISIONS, S_EVICTED, S_EXPIRED, S_HITS, S_INSERTS, S_MISSES, S_OVERWRITES, S_REMOVES, S_REPLACES, STAT_NAMES, H_STATS,
-  TAG_ENTRY, align8, keyLength, tagOf, valueLength, valueOffset, writeEntryHead,
+  TAG_ENTRY, align8, tagOf, valueLength, valueOffset, writeEntryHead,
 } from './EntryFormat';
 import { EVICTION_SAMPLES, EvictionPool } from './Eviction';
 import type { CacheKey } from './KeyCodec';

@@ -3,6 +3,7 @@
  * `node dist/SyncHost.js <dir> <redis url>`. Driven over IPC ({ id, op, ... } → { id, result }).
  */
 import { openCache } from '@pile/cache';
+import { serveHost, type HostRequest } from './HostProcess';
 import { syncCache } from '@pile/sync';
 
 const [dir = '', url = ''] = process.argv.slice(2);
@@ -24,7 +25,7 @@ const applied0 = synced.stats.applied;
 let caughtUp: { ms: number; replayed: number } | undefined;
 void synced.ready.then(() => { caughtUp = { ms: now() - started, replayed: synced.stats.applied - applied0 }; });
 
-interface Msg { id: number; op: string; from?: number; to?: number; gen?: number; n?: number; ms?: number; keys?: string[] }
+interface Msg extends HostRequest { from?: number; to?: number; gen?: number; n?: number; ms?: number; keys?: string[] }
 
 async function handle(m: Msg): Promise<unknown> {
   const from = m.from ?? 0;
@@ -88,26 +89,9 @@ async function handle(m: Msg): Promise<unknown> {
     }
     case 'stats':
       return { sync: synced.stats, caughtUp };
-    case 'ready':
-      await synced.ready;
-      return true;
-    case 'drain':
-      while (synced.stats.outbox > 0) await new Promise((r) => setTimeout(r, 2));
-      return true;
-    case 'close':
-      await synced.close();
-      cache.close();
-      setImmediate(() => process.exit(0));
-      return true;
     default:
-      throw new Error(`unknown op ${m.op}`);
+      return undefined; // ready, drain, close: serveHost
   }
 }
 
-process.on('message', (m: Msg) => {
-  handle(m).then(
-    (result) => process.send!({ id: m.id, result }),
-    (err: unknown) => process.send!({ id: m.id, error: String((err as Error).stack ?? err) }),
-  );
-});
-process.send!({ id: 0, result: 'started' });
+serveHost({ synced, cache }, handle);

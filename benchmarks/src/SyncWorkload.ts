@@ -1,6 +1,6 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { fmtCount, fmtMs } from './Format';
+import { HostProcess } from './HostProcess';
 import { quantile } from './Measure';
 import { findRedisServer, RedisServer } from './RedisServer';
 import { makeTempDir, removeDir } from './TempDir';
@@ -10,53 +10,8 @@ const PEER = 'pile-sync';
 const LABEL = '@pile/sync, 3 host processes';
 
 /** A host of the workload (dist/SyncHost.js) in its own process, driven over IPC. */
-class Host {
-  private next = 1;
-  private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  private readonly exited: Promise<void>;
-
-  private constructor(private readonly proc: ChildProcess) {
-    proc.on('message', (m: { id: number; result?: unknown; error?: string }) => {
-      const w = this.waiting.get(m.id);
-      if (w === undefined) return;
-      this.waiting.delete(m.id);
-      if (m.error !== undefined) w.reject(new Error(m.error));
-      else w.resolve(m.result);
-    });
-    this.exited = new Promise((resolve) => proc.once('exit', () => {
-      for (const w of this.waiting.values()) w.reject(new Error('sync host exited'));
-      this.waiting.clear();
-      resolve();
-    }));
-  }
-
-  static async start(dir: string, url: string): Promise<Host> {
-    const proc = fork(path.join(__dirname, 'SyncHost.js'), [dir, url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    const h = new Host(proc);
-    await new Promise<void>((resolve, reject) => h.waiting.set(0, { resolve: () => resolve(), reject }));
-    return h;
-  }
-
-  req<T>(op: string, args: Record<string, unknown> = {}): Promise<T> {
-    const id = this.next++;
-    return new Promise<T>((resolve, reject) => {
-      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.proc.send({ id, op, ...args });
-    });
-  }
-
-  async kill(): Promise<void> {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
-    await this.exited;
-  }
-
-  async close(): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    const t = setTimeout(() => this.proc.kill('SIGKILL'), 10_000);
-    await this.req('close').catch(() => undefined);
-    await this.exited;
-    clearTimeout(t);
-  }
+function startHost(dir: string, url: string): Promise<HostProcess> {
+  return HostProcess.start(path.join(__dirname, 'SyncHost.js'), [dir, url]);
 }
 
 async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
@@ -72,40 +27,40 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
   const server = await RedisServer.start(binary);
   const url = `redis://127.0.0.1:${server.port}`;
   const dirs = [makeTempDir('sync-a'), makeTempDir('sync-b'), makeTempDir('sync-c')];
-  const hosts: Host[] = [];
+  const hosts: HostProcess[] = [];
   const t0 = performance.now();
   try {
-    for (const d of dirs) hosts.push(await Host.start(d, url));
-    const [a, b] = hosts as [Host, Host, Host];
+    for (const d of dirs) hosts.push(await startHost(d, url));
+    const [a, b] = hosts as [HostProcess, HostProcess, HostProcess];
     let c = hosts[2]!;
-    await Promise.all(hosts.map((h) => h.req('ready')));
+    await Promise.all(hosts.map((h) => h.request('ready')));
 
     // Propagation: lone writes on a, 2 ms apart; b and c note when each was applied.
-    const at = await a.req<number[]>('watchPut', { n: samples, ms: 2 });
+    const at = await a.request<number[]>('watchPut', { n: samples, ms: 2 });
     await new Promise((r) => setTimeout(r, 200));
     const lat: number[] = [];
     let lost = 0;
     for (const h of [b, c]) {
-      const seen = await h.req<(number | null)[]>('watched', { n: samples });
+      const seen = await h.request<(number | null)[]>('watched', { n: samples });
       seen.forEach((s, i) => (s === null ? lost++ : lat.push(s - at[i]!)));
     }
     ctx.log(`propagation over ${lat.length} applies: p50 ${fmtMs(quantile(lat, 0.5))}, p99 ${fmtMs(quantile(lat, 0.99))}`);
 
     // Kill during invalidations, then restart.
-    await c.req('fill', { from: 0, to: n, gen: 0 });
-    const before = await c.req<{ hits: number; total: number }>('hitRatio', { to: n, ms: phaseMs });
-    const publishing = a.req('put', { from: 0, to: invalidations, gen: 1 });
+    await c.request('fill', { from: 0, to: n, gen: 0 });
+    const before = await c.request<{ hits: number; total: number }>('hitRatio', { to: n, ms: phaseMs });
+    const publishing = a.request('put', { from: 0, to: invalidations, gen: 1 });
     await new Promise((r) => setTimeout(r, 20));
     await c.kill();
     await publishing;
-    await a.req('drain');
-    c = await Host.start(dirs[2]!, url);
+    await a.request('drain');
+    c = await startHost(dirs[2]!, url);
     hosts[2] = c;
-    await c.req('ready');
-    const st = await c.req<{ caughtUp: { ms: number; replayed: number }; sync: { gaps: number } }>('stats');
-    const changed = await c.req<{ present: number }>('read', { from: 0, to: invalidations });
-    const unchanged = await c.req<{ present: number }>('read', { from: invalidations, to: n });
-    const afterRatio = await c.req<{ hits: number; total: number }>('hitRatio', { to: n, ms: phaseMs });
+    await c.request('ready');
+    const st = await c.request<{ caughtUp: { ms: number; replayed: number }; sync: { gaps: number } }>('stats');
+    const changed = await c.request<{ present: number }>('read', { from: 0, to: invalidations });
+    const unchanged = await c.request<{ present: number }>('read', { from: invalidations, to: n });
+    const afterRatio = await c.request<{ hits: number; total: number }>('hitRatio', { to: n, ms: phaseMs });
     ctx.log(`restart: caught up in ${fmtMs(st.caughtUp.ms)} (${st.caughtUp.replayed} replayed), stale ${changed.present}, hit ratio ${(before.hits / before.total).toFixed(3)} → ${(afterRatio.hits / afterRatio.total).toFixed(3)}`);
     return [{
       peer: PEER,

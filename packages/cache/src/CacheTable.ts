@@ -143,8 +143,7 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     let maxAgeSec = this.meta.options.defaultMaxAgeSec;
     let expiresAt = -1;
     if (opts !== undefined) {
-      if (opts === null || typeof opts !== 'object') throw invalidOption('put options', 'expected an object');
-      checkOptionKeys(opts, 'maxAgeSec', 'expiresAt', 'priority', 'put');
+      checkOptionKeys(opts, 'put', 'maxAgeSec', 'expiresAt', 'priority');
       if (opts.priority !== undefined) {
         priority = opts.priority;
         if (!Number.isInteger(priority) || priority < -0x80000000 || priority > 0x7fffffff) {
@@ -197,8 +196,7 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     this.check();
     let maxAge = -1;
     if (opts !== undefined) {
-      if (opts === null || typeof opts !== 'object') throw invalidOption('get options', 'expected an object');
-      checkOptionKeys(opts, 'maxAgeSec', '', '', 'get');
+      checkOptionKeys(opts, 'get', 'maxAgeSec', '', '');
       if (opts.maxAgeSec !== undefined) {
         maxAge = opts.maxAgeSec;
         if (typeof maxAge !== 'number' || Number.isNaN(maxAge) || maxAge < 0) throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAge)}`);

@@ -48,16 +48,6 @@ export interface CacheStats extends TableStats {
 
 /** Root naming the cache catalog record in the pile. */
 export const CACHE_ROOT = 'pile-cache';
-const CATALOG_VERSION = 1;
-const MAX_NAME_LENGTH = 1024;
-
-interface Catalog {
-  v: number;
-  /** True while a PileCache has the pile open: found true at open, the last one did not close. */
-  open: boolean;
-  nextId: number;
-  tables: TableMeta[];
-}
 
 /** Returned by {@link PileCache.tableInfo}. */
 export interface TableInfo {
@@ -71,10 +61,22 @@ export interface TableInfo {
   capacity: number;
 }
 
+const CATALOG_VERSION = 1;
+const MAX_NAME_LENGTH = 1024;
+
 /** Piles that have a PileCache open on them: two at once would each think they own the index. */
 const inUse = new WeakSet<Pile>();
 
 const CACHE_KEYS = new Set(['clock', 'sweepIntervalSec']);
+
+/** The cache catalog: a JSON text record under {@link CACHE_ROOT}. */
+interface Catalog {
+  v: number;
+  /** True while a PileCache has the pile open: found true at open, the last one did not close. */
+  open: boolean;
+  nextId: number;
+  tables: TableMeta[];
+}
 
 /**
  * Opens the cache stored in a pile: `openCache({ dir })` opens (and owns) a mapped pile,

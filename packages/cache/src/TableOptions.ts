@@ -108,11 +108,13 @@ export function resolveTableOptions(options: TableOptions<unknown>, stored?: Res
 }
 
 /**
- * Refuses a key of put's or get's options that the call does not know (a typo such as `ttl` would
- * otherwise be ignored). A for-in over the object's own keys: no array is allocated, and the common
- * call without options never gets here.
+ * Checks the options object of a put or get (`what`): an object whose keys are among `a`, `b`, `c`
+ * (a typo such as `ttl` would otherwise be ignored). A for-in over the object's own keys: no array
+ * is allocated, and the common call without options never gets here.
+ * @throws PILE_INVALID_OPTION naming the unknown key
  */
-export function checkOptionKeys(opts: object, a: string, b: string, c: string, what: string): void {
+export function checkOptionKeys(opts: object, what: string, a: string, b: string, c: string): void {
+  if (opts === null || typeof opts !== 'object') throw invalidOption(`${what} options`, 'expected an object');
   for (const k in opts) {
     if (k !== a && k !== b && k !== c) throw invalidOption(k, `unknown ${what} option (expected ${[a, b, c].filter((n) => n !== '').join(', ')})`);
   }

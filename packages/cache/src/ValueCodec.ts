@@ -64,18 +64,21 @@ export class ValueCodec<V> {
     }
     const bad = unstorableValue(value);
     if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', `value: ${bad}`);
-    let packed: Buffer;
+    const packed = this.pack(value);
+    this.set(VALUE_MSGPACK, value, packed);
+    return packed.length;
+  }
+
+  /** MessagePack of a generic value; writes are refused while the caller's code runs in it. */
+  private pack(value: unknown): Buffer {
     encodeGuard.depth++;
     try {
-      packed = this.packr.pack(value);
+      return this.packr.pack(value);
     } catch (err) {
-      if (err instanceof PileError) throw err;
-      throw new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
+      throw err instanceof PileError ? err : new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
     } finally {
       encodeGuard.depth--;
     }
-    this.set(VALUE_MSGPACK, value, packed);
-    return packed.length;
   }
 
   private set(kind: number, value: unknown, packed: Buffer | undefined): void {

@@ -5,6 +5,7 @@ import { resolveSyncOptions, type ResolvedSyncOptions, type SyncOptions } from '
 import { SYNC_TABLE_PREFIX, SyncState } from './SyncState';
 import { keyId, packKey, unpackKey, type Op } from './WireFormat';
 import { SecondTier, type L2Read } from './SecondTier';
+import { SyncedTable, type Load, type LoadOwner } from './SyncedTable';
 
 /** Counters and state of a {@link SyncedCache}. */
 export interface SyncStats {
@@ -34,11 +35,6 @@ export interface SyncStats {
   l2Hits: number;
   /** With l2: loaded values stored in Redis (this session). */
   l2Stores: number;
-}
-
-/** Load in flight in getOrLoad; `stale` is set when its key changes meanwhile. */
-interface Load {
-  stale: boolean;
 }
 
 /** The hook @pile/sync attaches to each table of the cache. */
@@ -78,7 +74,7 @@ export function syncCache(cache: PileCache, options: SyncOptions): SyncedCache {
 }
 
 /** A {@link PileCache} attached to an invalidation log in a Redis Stream. See docs/distributed.md. */
-export class SyncedCache {
+export class SyncedCache implements LoadOwner {
   /** Resolves the first time this host has caught up with the stream (tables serve local hits from then on). */
   readonly ready: Promise<void>;
   /** The last Redis error met (they are retried, never thrown). */
@@ -513,75 +509,6 @@ export class SyncedCache {
     const list = this.loads.get(`${table}\u0000${id}`);
     if (list !== undefined) for (const l of list) l.stale = true;
   }
-}
-
-/** A cache table with a read-through that never stores a value its key changed under. */
-export class SyncedTable<V> {
-  /** @internal */
-  constructor(
-    private readonly owner: SyncedCache,
-    /** The cache table (synced through its hook whichever way it is used). */
-    readonly table: CacheTable<V>,
-  ) {}
-
-  /**
-   * The value under `key`; on a miss (or while this host does not serve local hits), `loader(key)`'s
-   * value, stored unless `key` was changed (locally or by another host) after the load started:
-   * then it is returned but not stored (the fill race), counted in `stats.discardedFills`.
-   * An undefined result is returned and not stored.
-   *
-   * With the `l2` option, a miss first reads the key's value in Redis: one found there (loaded by any
-   * host after the key's last invalidation in the stream) is returned and stored locally without
-   * calling `loader`, unless this host has changes not yet published or the key changes during the
-   * read. A value `loader` returns is then stored in Redis too, unless an invalidation of the key
-   * entered the stream since the read (see docs/distributed.md, "The L2 tier"). Redis errors are
-   * not thrown: the loader is used, the L2 store skipped.
-   * @throws whatever `loader` throws (nothing is stored), and as CacheTable get/put
-   */
-  async getOrLoad(key: CacheKey, loader: (key: CacheKey) => V | undefined | Promise<V | undefined>, opts?: PutOptions): Promise<V | undefined> {
-    const hit = this.table.get(key);
-    if (hit !== undefined) return hit;
-    const owner = this.owner;
-    const { load, slot } = owner.beginLoad(this.table.name, key);
-    let value: V | undefined;
-    let l2: Awaited<ReturnType<SyncedCache['l2Read']>>;
-    try {
-      if (owner.l2 !== undefined) {
-        // Registered before the read: a change of the key while it is in flight marks the load.
-        l2 = await owner.l2Read(this.table.name, key);
-        if (l2 !== undefined && l2.usable && l2.read.bytes !== undefined && !load.stale) {
-          const v = owner.l2Decode(l2.read.bytes) as V | undefined;
-          if (v !== undefined) {
-            owner.l2Hit();
-            const left = l2.read.leftMs;
-            owner.fill(this.table, key, v, left === undefined ? opts : { ...(opts?.priority === undefined ? {} : { priority: opts.priority }), expiresAt: Date.now() + left });
-            return v;
-          }
-        }
-      }
-      value = await loader(key);
-    } finally {
-      owner.endLoad(slot, load);
-    }
-    if (value === undefined) return undefined;
-    if (load.stale) {
-      owner.discarded();
-      return value;
-    }
-    owner.fill(this.table, key, value, opts);
-    if (l2 !== undefined) await owner.l2Store(l2.redisKey, l2.read, value, ttlOf(this.table, opts));
-    return value;
-  }
-}
-
-/** Ms a value put with `opts` lives in `table` (0: no expiry), for its L2 copy. */
-function ttlOf(table: CacheTable<unknown>, opts: PutOptions | undefined): number {
-  if (opts?.expiresAt !== undefined) {
-    const at = opts.expiresAt instanceof Date ? opts.expiresAt.getTime() : opts.expiresAt;
-    return Math.max(1, at - Date.now());
-  }
-  const sec = opts?.maxAgeSec ?? (table as unknown as { meta: { options: { defaultMaxAgeSec: number } } }).meta.options.defaultMaxAgeSec;
-  return sec > 0 ? sec * 1000 : 0;
 }
 
 function connect(redis: SyncOptions['redis'], name: string): Redis {

@@ -1,21 +1,20 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Redis, type RedisOptions } from 'ioredis';
+import { openCache, type PileCache } from '@pile/cache';
+import { HostProcess } from '../../../benchmarks/src/HostProcess';
 import { findRedisServer, RedisServer } from '../../../benchmarks/src/RedisServer';
+import { syncCache, type SyncedCache, type SyncOptions } from '../src';
 
-export { RedisServer };
+export { HostProcess, RedisServer };
 
 /**
  * A redis-server from PATH on a free loopback port, persistence off. Without one the suite fails
  * (it never skips): CI installs it (.ci/run).
  */
 export async function startRedis(): Promise<RedisServer> {
-  const bin = findRedisServer();
-  if (bin === undefined) {
-    throw new Error('redis-server is not on PATH: the @pile/sync tests need a real Redis (apt-get install -y redis-server); they are not skipped');
-  }
-  return RedisServer.start(bin);
+  return RedisServer.start(findRedisServerOrFail());
 }
 
 /** A fresh temp dir, removed by the returned cleanup. */
@@ -34,63 +33,80 @@ export async function until(cond: () => boolean, ms = 5000): Promise<boolean> {
   return true;
 }
 
-/** A sync host in a child process (test/fixtures/host.ts), driven over IPC. */
-export class HostProcess {
-  private nextId = 1;
-  private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  private readonly exited: Promise<void>;
+/** A sync host in a child process (test/fixtures/host.ts) on `dir`, following Redis at `url`; resolves once it runs. */
+export function startHost(dir: string, url: string, maxLag = 1000, env: Record<string, string> = {}): Promise<HostProcess> {
+  return HostProcess.start(path.join(__dirname, 'fixtures', 'host.ts'), [dir, url, String(maxLag)], { execArgv: ['-r', 'ts-node/register/transpile-only'], env });
+}
 
-  private constructor(readonly proc: ChildProcess) {
-    proc.on('message', (m: { id: number; result?: unknown; error?: string }) => {
-      const w = this.waiting.get(m.id);
-      if (w === undefined) return;
-      this.waiting.delete(m.id);
-      if (m.error !== undefined) w.reject(new Error(m.error));
-      else w.resolve(m.result);
-    });
-    this.exited = new Promise((resolve) => proc.once('exit', () => {
-      for (const w of this.waiting.values()) w.reject(new Error('host process exited'));
-      this.waiting.clear();
-      resolve();
-    }));
-  }
+/** A host of the in-process tests: a cache on its own pile directory, synced. */
+export interface SyncHost {
+  cache: PileCache;
+  synced: SyncedCache;
+  dir: string;
+}
 
-  /** Starts a host on `dir` following Redis at `url`; resolves once it runs (not necessarily caught up). */
-  static async start(dir: string, url: string, maxLag = 1000, env: Record<string, string> = {}): Promise<HostProcess> {
-    const proc = fork(path.join(__dirname, 'fixtures', 'host.ts'), [dir, url, String(maxLag)], {
-      execArgv: ['-r', 'ts-node/register/transpile-only'],
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    const h = new HostProcess(proc);
-    await new Promise<void>((resolve, reject) => {
-      h.waiting.set(0, { resolve: () => resolve(), reject });
-    });
-    return h;
-  }
+/** What {@link syncSuite} gives a describe block: its Redis, an admin connection and its hosts. */
+export interface SyncSuite {
+  redis: RedisServer;
+  url: string;
+  admin: Redis;
+  /** A fresh pile directory, removed after the suite. */
+  tempDir(): string;
+  /** Opens a synced cache on `dir` (a fresh one by default); waits until it caught up unless `wait` is false. Closed after each test. */
+  host(o?: { dir?: string; maxLag?: number; wait?: boolean; sync?: Partial<SyncOptions> }): Promise<SyncHost>;
+  /** Closes a host before the end of its test. */
+  shut(h: SyncHost): Promise<void>;
+  /** Starts a new redis-server on `port` (after the test killed this one). */
+  restartRedis(port: number): Promise<void>;
+}
 
-  request<T = unknown>(op: string, args: Record<string, unknown> = {}): Promise<T> {
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.proc.send({ id, op, ...args });
-    });
-  }
-
-  /** SIGKILL, and wait for the exit. */
-  async kill(): Promise<void> {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGKILL');
-    await this.exited;
-  }
-
-  /** Clean close (publishes the outbox, closes the cache), or SIGKILL after 10 s. */
-  async close(): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    const t = setTimeout(() => this.proc.kill('SIGKILL'), 10_000);
-    await this.request('close').catch(() => undefined);
-    await this.exited;
-    clearTimeout(t);
-  }
+/**
+ * The setup every in-process sync test file shares, registered as mocha hooks of the calling
+ * describe block: one redis-server for the block, hosts closed and Redis flushed after each test.
+ */
+export function syncSuite(adminOptions: RedisOptions = {}): SyncSuite {
+  const cleanups: (() => void)[] = [];
+  const live = new Set<SyncHost>();
+  const env = {
+    tempDir(): string {
+      const t = tempDir();
+      cleanups.push(t.cleanup);
+      return t.dir;
+    },
+    async host(o: { dir?: string; maxLag?: number; wait?: boolean; sync?: Partial<SyncOptions> } = {}): Promise<SyncHost> {
+      const dir = o.dir ?? env.tempDir();
+      const cache = openCache({ dir, segmentSize: 1 << 22, sweepIntervalSec: 0 });
+      const synced = syncCache(cache, { redis: env.url, maxLag: o.maxLag ?? 2000, ...o.sync });
+      const h = { cache, synced, dir };
+      live.add(h);
+      if (o.wait !== false) await synced.ready;
+      return h;
+    },
+    async shut(h: SyncHost): Promise<void> {
+      live.delete(h);
+      await h.synced.close();
+      h.cache.close();
+    },
+    async restartRedis(port: number): Promise<void> {
+      env.redis = await RedisServer.start(findRedisServerOrFail(), port);
+    },
+  } as SyncSuite;
+  before(async () => {
+    env.redis = await startRedis();
+    env.url = `redis://127.0.0.1:${env.redis.port}`;
+    env.admin = new Redis(env.url, adminOptions);
+    env.admin.on('error', () => undefined);
+  });
+  after(async () => {
+    env.admin?.disconnect();
+    await env.redis?.stop();
+    for (const c of cleanups) c();
+  });
+  afterEach(async () => {
+    for (const h of live) await env.shut(h);
+    await env.admin.flushall();
+  });
+  return env;
 }
 
 /** The redis-server binary, or a plain failure saying it is missing. */

@@ -1,43 +1,16 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
-import { openCache, type PileCache } from '@pile/cache';
+import { openCache } from '@pile/cache';
 import { PileError } from '@pile/core';
-import { syncCache, type SyncedCache } from '../src';
+import { syncCache } from '../src';
 import { keyId, packKey, unpackKey } from '../src/WireFormat';
-import { startRedis, tempDir, until, type RedisServer } from './helpers';
+import { syncSuite, tempDir, until, type SyncHost } from './helpers';
 
 describe('sync: propagation between hosts', function () {
   this.timeout(30_000);
-  let redis: RedisServer;
-  let url: string;
-  let admin: Redis;
-  const open: { cache: PileCache; synced: SyncedCache; cleanup: () => void }[] = [];
+  const env = syncSuite();
 
-  before(async () => {
-    redis = await startRedis();
-    url = `redis://127.0.0.1:${redis.port}`;
-    admin = new Redis(url);
-  });
-  after(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
-  afterEach(async () => {
-    for (const h of open.splice(0)) {
-      await h.synced.close();
-      h.cache.close();
-      h.cleanup();
-    }
-    await admin.flushall();
-  });
-
-  async function host(dir?: string, stream?: string): Promise<{ cache: PileCache; synced: SyncedCache; dir: string }> {
-    const d = dir === undefined ? tempDir() : { dir, cleanup: () => undefined };
-    const cache = openCache({ dir: d.dir, segmentSize: 1 << 22, sweepIntervalSec: 0 });
-    const synced = syncCache(cache, { redis: url, maxLag: 2000, ...(stream === undefined ? {} : { stream }) });
-    open.push({ cache, synced, cleanup: d.cleanup });
-    await synced.ready;
-    return { cache, synced, dir: d.dir };
+  function host(dir?: string, stream?: string): Promise<SyncHost> {
+    return env.host({ dir, sync: stream === undefined ? {} : { stream } });
   }
 
   it('invalidates other hosts on put, remove and rejuvenate, and skips its own entries', async () => {
@@ -69,16 +42,16 @@ describe('sync: propagation between hosts', function () {
     const ta = a.cache.table<string>('t');
     ta.put('x', '1');
     ta.put('y', '1');
-    const epoch = await admin.get('pile:inv:identity');
-    await admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', packKey('d', 1, 't', keyId('x')), 'k', packKey('d', 1, 't', keyId('x')), 'k', 'garbage');
-    await admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', packKey('d', 1, 't', keyId('x')));
-    await admin.xadd('pile:inv', `${epoch}-*`, 'something', 'else');
+    const epoch = await env.admin.get('pile:inv:identity');
+    await env.admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', packKey('d', 1, 't', keyId('x')), 'k', packKey('d', 1, 't', keyId('x')), 'k', 'garbage');
+    await env.admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', packKey('d', 1, 't', keyId('x')));
+    await env.admin.xadd('pile:inv', `${epoch}-*`, 'something', 'else');
     // a put x with a version far above 1: it keeps its value, counted.
     expect(await until(() => a.synced.stats.keptNewer === 3)).to.equal(true);
     expect(ta.get('x')).to.equal('1');
     const newer = packKey('d', Number.MAX_SAFE_INTEGER, 't', keyId('x'));
-    await admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', newer, 'k', newer);
-    await admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', newer);
+    await env.admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', newer, 'k', newer);
+    await env.admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', newer);
     expect(await until(() => ta.get('x') === undefined && a.synced.stats.applied === 3)).to.equal(true);
     expect(ta.get('y')).to.equal('1');
     expect(a.synced.stats.gaps).to.equal(0);
@@ -123,8 +96,8 @@ describe('sync: propagation between hosts', function () {
     const one = await measure(100, 1);
     const burst = await measure(1000, 100);
     // The entry itself as a follower receives it (RESP: id, origin, one packed key).
-    const [id, fields] = (await admin.xrevrange('pile:inv', '+', '-', 'COUNT', 1))[0]!;
-    const single = (await admin.xrange('pile:inv', '-', '+', 'COUNT', 1))[0]!;
+    const [id, fields] = (await env.admin.xrevrange('pile:inv', '+', '-', 'COUNT', 1))[0]!;
+    const single = (await env.admin.xrange('pile:inv', '-', '+', 'COUNT', 1))[0]!;
     const resp = (e: [string, string[]]): number => {
       const bulk = (x: string): number => { const n = Buffer.byteLength(x); return 1 + String(n).length + 2 + n + 2; };
       return 4 + bulk(e[0]) + 1 + String(e[1].length).length + 2 + e[1].reduce((sum, x) => sum + bulk(x), 0);
@@ -144,7 +117,7 @@ describe('sync: propagation between hosts', function () {
     const d = tempDir();
     const cache = openCache({ dir: d.dir, sweepIntervalSec: 0 });
     try {
-      for (const [opts, name] of [[{ redis: url, maxLag: 1 }, 'maxLag'], [{ redis: url, maxLen: 0 }, 'maxLen'], [{ redis: 5 }, 'redis'], [{ redis: url, bogus: 1 }, 'bogus'], [{ redis: url, origin: 'a b' }, 'origin']] as const) {
+      for (const [opts, name] of [[{ redis: env.url, maxLag: 1 }, 'maxLag'], [{ redis: env.url, maxLen: 0 }, 'maxLen'], [{ redis: 5 }, 'redis'], [{ redis: env.url, bogus: 1 }, 'bogus'], [{ redis: env.url, origin: 'a b' }, 'origin']] as const) {
         let err: unknown;
         try {
           syncCache(cache, opts as never);
@@ -156,10 +129,10 @@ describe('sync: propagation between hosts', function () {
         expect((err as PileError).message).to.contain(name);
       }
       cache.table('t');
-      const s = syncCache(cache, { redis: url });
+      const s = syncCache(cache, { redis: env.url });
       let err: unknown;
       try {
-        syncCache(cache, { redis: url });
+        syncCache(cache, { redis: env.url });
       } catch (e) {
         err = e;
       }

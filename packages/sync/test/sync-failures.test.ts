@@ -1,55 +1,21 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
-import { openCache, type CacheTable, type PileCache } from '@pile/cache';
-import { syncCache, type SyncedCache } from '../src';
-import { findRedisServerOrFail, startRedis, tempDir, until, RedisServer } from './helpers';
+import type { CacheTable } from '@pile/cache';
+import { syncSuite, until, type SyncHost } from './helpers';
 
-interface Host { cache: PileCache; synced: SyncedCache; t: CacheTable<string>; dir: string }
+interface Host extends SyncHost {
+  t: CacheTable<string>;
+}
 
 describe('sync: restarts, gaps and lost connections', function () {
   this.timeout(60_000);
-  let redis: RedisServer;
-  let url: string;
-  let admin: Redis;
-  const dirs: (() => void)[] = [];
-  const live = new Set<Host>();
-
-  before(async () => {
-    redis = await startRedis();
-    url = `redis://127.0.0.1:${redis.port}`;
-    admin = new Redis(url, { maxRetriesPerRequest: null });
-    admin.on('error', () => undefined);
-  });
-  after(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-    for (const d of dirs) d();
-  });
-  afterEach(async () => {
-    for (const h of live) await shut(h);
-    await admin.flushall();
-  });
+  const env = syncSuite({ maxRetriesPerRequest: null });
 
   async function open(dir?: string, wait = true, maxLen?: number): Promise<Host> {
-    let d = dir;
-    if (d === undefined) {
-      const t = tempDir();
-      dirs.push(t.cleanup);
-      d = t.dir;
-    }
-    const cache = openCache({ dir: d, segmentSize: 1 << 22, sweepIntervalSec: 0 });
-    const synced = syncCache(cache, { redis: url, maxLag: 1000, ...(maxLen === undefined ? {} : { maxLen }) });
-    const h = { cache, synced, t: cache.table<string>('t', { collisionMode: 'durable' }), dir: d };
-    live.add(h);
-    if (wait) await synced.ready;
-    return h;
+    const h = await env.host({ dir, maxLag: 1000, wait, sync: maxLen === undefined ? {} : { maxLen } });
+    return { ...h, t: h.cache.table<string>('t', { collisionMode: 'durable' }) };
   }
 
-  async function shut(h: Host): Promise<void> {
-    live.delete(h);
-    await h.synced.close();
-    h.cache.close();
-  }
+  const shut = (h: Host): Promise<void> => env.shut(h);
 
   const fill = (h: Host, n: number, v: string): void => {
     for (let i = 0; i < n; i++) h.t.put(`k${i}`, v);
@@ -86,7 +52,7 @@ describe('sync: restarts, gaps and lost connections', function () {
     await shut(b);
     for (let i = 0; i < 500; i += 5) a.t.put(`k${i}`, 'new');
     await settle(a);
-    await admin.xtrim('pile:inv', 'MAXLEN', 0);
+    await env.admin.xtrim('pile:inv', 'MAXLEN', 0);
     b = await open(dir);
     expect(b.synced.stats.gaps).to.equal(1);
     for (let i = 0; i < 500; i++) expect(b.t.get(`k${i}`)).to.equal(undefined);
@@ -132,8 +98,8 @@ describe('sync: restarts, gaps and lost connections', function () {
     const kills = (async () => {
       for (let n = 0; n < 6; n++) {
         await new Promise((r) => setTimeout(r, 15));
-        await admin.client('KILL', 'ADDR', `127.0.0.1:${port(b.synced, 'sub')}`).catch(() => undefined);
-        await admin.client('KILL', 'ADDR', `127.0.0.1:${port(a.synced, 'pub')}`).catch(() => undefined);
+        await env.admin.client('KILL', 'ADDR', `127.0.0.1:${port(b.synced, 'sub')}`).catch(() => undefined);
+        await env.admin.client('KILL', 'ADDR', `127.0.0.1:${port(a.synced, 'pub')}`).catch(() => undefined);
       }
     })();
     for (let i = 0; i < 3000; i++) {
@@ -152,22 +118,22 @@ describe('sync: restarts, gaps and lost connections', function () {
     fill(b, 200, 'old');
     await settle(b);
     await until(() => a.synced.stats.applied === 200);
-    const port = redis.port;
-    redis.signal('SIGKILL');
+    const port = env.redis.port;
+    env.redis.signal('SIGKILL');
     await until(() => !a.synced.stats.connected && !b.synced.stats.connected);
     for (let i = 0; i < 200; i += 2) a.t.put(`k${i}`, 'new');
     expect(a.synced.stats.outbox).to.equal(100);
     // Past maxLag, nothing is served locally.
     expect(await until(() => !b.synced.stats.serving && !a.synced.stats.serving, 3000)).to.equal(true);
     expect(b.t.get('k1')).to.equal(undefined);
-    redis = await RedisServer.start(findRedisServerOrFail(), port);
+    await env.restartRedis(port);
     expect(await until(() => a.synced.stats.outbox === 0 && b.synced.stats.serving && a.synced.stats.serving, 10_000)).to.equal(true);
     expect(b.synced.stats.gaps).to.equal(1);
     expect(a.synced.stats.gaps).to.equal(1);
     for (let i = 0; i < 200; i++) expect(b.t.get(`k${i}`)).to.equal(undefined);
     // Stored before the gap was found, so below the epoch on a too, its own writes included.
     expect(a.t.get('k0')).to.equal(undefined);
-    const keys = (await admin.xrange('pile:inv', '-', '+')).flatMap(([, f]) => f.filter((_, j) => j > 1 && j % 2 === 1));
+    const keys = (await env.admin.xrange('pile:inv', '-', '+')).flatMap(([, f]) => f.filter((_, j) => j > 1 && j % 2 === 1));
     expect(keys).to.have.length(100);
   });
 

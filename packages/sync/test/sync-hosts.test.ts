@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { HostProcess, startRedis, tempDir, type RedisServer } from './helpers';
+import { startHost, startRedis, tempDir, type HostProcess, type RedisServer } from './helpers';
 
 // Three hosts, each a child process with its own pile directory, and one redis-server.
 describe('sync: three host processes', function () {
@@ -26,7 +26,7 @@ describe('sync: three host processes', function () {
       cleanups.push(t.cleanup);
       d = t.dir;
     }
-    const host = await HostProcess.start(d, url, maxLag);
+    const host = await startHost(d, url, maxLag);
     hosts.push(host);
     await host.request('ready');
     return { host, dir: d };
@@ -52,7 +52,7 @@ describe('sync: three host processes', function () {
     await publishing;
     await a.host.request('drain');
     const t0 = Date.now();
-    const c2 = await HostProcess.start(c.dir, url, 1000);
+    const c2 = await startHost(c.dir, url, 1000);
     hosts.push(c2);
     // No local hit before the replay: a read at once is all misses or current values.
     const early = await c2.request<(string | null)[]>('read', { from: 0, to: N });

@@ -1,57 +1,31 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
 import { unpack } from 'msgpackr';
-import { openCache, type CacheTable, type PileCache } from '@pile/cache';
+import { openCache, type CacheTable } from '@pile/cache';
 import { PileError } from '@pile/core';
-import { syncCache, type SyncedCache, type SyncedTable } from '../src';
+import { syncCache, type SyncedTable } from '../src';
 import { keyId } from '../src/WireFormat';
-import { startRedis, tempDir, until, type RedisServer } from './helpers';
+import { syncSuite, tempDir, until, type SyncHost } from './helpers';
 
-interface Host { cache: PileCache; synced: SyncedCache; t: CacheTable<unknown>; st: SyncedTable<unknown> }
+interface Host extends SyncHost {
+  t: CacheTable<unknown>;
+  st: SyncedTable<unknown>;
+}
 
 describe('sync: the L2 tier (values kept in Redis)', function () {
   this.timeout(120_000);
-  let redis: RedisServer;
-  let url: string;
-  let admin: Redis;
-  const dirs: (() => void)[] = [];
-  const live = new Set<Host>();
-
-  before(async () => {
-    redis = await startRedis();
-    url = `redis://127.0.0.1:${redis.port}`;
-    admin = new Redis(url);
-  });
-  after(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-    for (const d of dirs) d();
-  });
-  afterEach(async () => {
-    for (const h of live) {
-      live.delete(h);
-      await h.synced.close();
-      h.cache.close();
-    }
-    await admin.flushall();
-  });
+  const env = syncSuite();
 
   async function open(l2 = true, maxAgeSec = 0): Promise<Host> {
-    const { dir, cleanup } = tempDir();
-    dirs.push(cleanup);
-    const cache = openCache({ dir, segmentSize: 1 << 22, sweepIntervalSec: 0 });
-    const synced = syncCache(cache, { redis: url, maxLag: 2000, ...(l2 ? { l2 } : {}) });
-    const st = synced.table<unknown>('t', { collisionMode: 'durable', defaultMaxAgeSec: maxAgeSec });
-    const h = { cache, synced, t: st.table, st };
-    live.add(h);
-    await synced.ready;
-    return h;
+    const h = await env.host({ wait: false, sync: l2 ? { l2 } : {} });
+    const st = h.synced.table<unknown>('t', { collisionMode: 'durable', defaultMaxAgeSec: maxAgeSec });
+    await h.synced.ready;
+    return { ...h, t: st.table, st };
   }
 
   const l2Key = (key: string): string => `pile:inv:l2:1:t${keyId(key)}`;
   /** The value L2 holds for key (decoded), or undefined. */
   const inL2 = async (key: string): Promise<unknown> => {
-    const d = await admin.hgetBuffer(l2Key(key), 'd');
+    const d = await env.admin.hgetBuffer(l2Key(key), 'd');
     return d === null ? undefined : unpack(d);
   };
   const published = async (h: Host): Promise<void> => {
@@ -80,10 +54,10 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     expect(b.synced.stats.l2Hits).to.equal(3);
     expect(b.synced.stats.l2Stores).to.equal(0);
     // Fills are not changes: nothing was published, and the stream never carries values.
-    expect(await admin.xlen('pile:inv')).to.equal(0);
+    expect(await env.admin.xlen('pile:inv')).to.equal(0);
     a.t.put('s', 'text2');
     await published(a);
-    const fields = (await admin.xrange('pile:inv', '-', '+')).flatMap(([, f]) => f);
+    const fields = (await env.admin.xrange('pile:inv', '-', '+')).flatMap(([, f]) => f);
     expect(fields.join(' ')).to.not.include('text2');
   });
 
@@ -115,8 +89,8 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
   it('keeps the table\'s maxAge in Redis, and an expired L2 value is not served', async () => {
     const [a, b] = [await open(true, 1), await open(true, 1)];
     await a.st.getOrLoad('k', () => 'v');
-    const fields = await admin.hgetall(l2Key('k'));
-    const pttl = await admin.pttl(l2Key('k'));
+    const fields = await env.admin.hgetall(l2Key('k'));
+    const pttl = await env.admin.pttl(l2Key('k'));
     // The value expires with maxAge (field e); the record itself outlives it (it may carry a tombstone).
     expect(Number(fields.e) - Date.now()).to.be.within(0, 1000);
     expect(pttl).to.be.greaterThan(1000);
@@ -194,7 +168,7 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     expect(calls).to.equal(1);
     a.t.put('k', 'v2');
     await published(a);
-    expect((await admin.keys('*')).sort()).to.deep.equal(['pile:inv', 'pile:inv:identity']);
+    expect((await env.admin.keys('*')).sort()).to.deep.equal(['pile:inv', 'pile:inv:identity']);
     expect(a.synced.stats.l2Stores + b.synced.stats.l2Hits).to.equal(0);
   });
 
@@ -202,7 +176,7 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     const { dir, cleanup } = tempDir();
     const cache = openCache({ dir, segmentSize: 1 << 22 });
     try {
-      expect(() => syncCache(cache, { redis: url, l2: 'yes' as never })).to.throw(PileError, /option l2/);
+      expect(() => syncCache(cache, { redis: env.url, l2: 'yes' as never })).to.throw(PileError, /option l2/);
     } finally {
       cache.close();
       cleanup();

@@ -126,11 +126,17 @@ describe('sync: restarts, gaps and lost connections', function () {
     // Past maxLag, nothing is served locally.
     expect(await until(() => !b.synced.stats.serving && !a.synced.stats.serving, 3000)).to.equal(true);
     expect(b.t.get('k1')).to.equal(undefined);
+    // Listing is gated like get: b still holds its 200 entries but lists none of them.
+    expect(b.t.count).to.equal(200);
+    expect([...b.t.keys()]).to.deep.equal([]);
+    expect([...b.t.entries()]).to.deep.equal([]);
     await env.restartRedis(port);
     expect(await until(() => a.synced.stats.outbox === 0 && b.synced.stats.serving && a.synced.stats.serving, 10_000)).to.equal(true);
     expect(b.synced.stats.gaps).to.equal(1);
     expect(a.synced.stats.gaps).to.equal(1);
     for (let i = 0; i < 200; i++) expect(b.t.get(`k${i}`)).to.equal(undefined);
+    // Below the epoch for listing too.
+    expect([...b.t.keys()]).to.deep.equal([]);
     // Stored before the gap was found, so below the epoch on a too, its own writes included.
     expect(a.t.get('k0')).to.equal(undefined);
     const keys = (await env.admin.xrange('pile:inv', '-', '+')).flatMap(([, f]) => f.filter((_, j) => j > 1 && j % 2 === 1));

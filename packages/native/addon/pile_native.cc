@@ -4,8 +4,15 @@
 // JavaScript as a Buffer whose memory is the mapping. unmap() returns the memory at once and
 // leaves zero pages at its addresses, so a view JavaScript still holds never faults (see Region).
 //
+// A SharedMapping maps a file shared as a SharedArrayBuffer (the memory of a shared
+// WebAssembly.Memory with the file mapped over it), so that Atomics act on it as the memory model
+// of the language specifies. SharedMutex (a process-shared robust pthread mutex) and Futex (a
+// futex that is not FUTEX_PRIVATE) live at an offset of either kind of mapping and work across
+// processes; ofdLock/ofdHolder are OFD byte-range locks (see docs/concurrency.md).
+//
 // The addon is context-aware (Napi::Addon): every worker thread that loads it gets its own
 // instance, and nothing here is per-process state.
+
 
 #include <napi.h>
 #include <uv.h>
@@ -16,10 +23,37 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+
+// The functions below moved from libpthread into libc in glibc 2.34, which gave them new default
+// symbol versions: a binary built against a newer glibc would ask for GLIBC_2.34 and not load on
+// older systems. Binding to the versions they have had since 2.2.5 (2.12 for the robust calls)
+// keeps the binary's requirement at glibc 2.14; the code behind both versions is the same.
+#if defined(__GLIBC__) && defined(__x86_64__)
+__asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@GLIBC_2.2.5");
+__asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.2.5");
+__asm__(".symver pthread_mutexattr_settype,pthread_mutexattr_settype@GLIBC_2.2.5");
+__asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.2.5");
+__asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.12");
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
+__asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@GLIBC_2.2.5");
+__asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.12");
+#endif
+
+#if defined(__linux__) && !defined(MADV_POPULATE_READ)
+#define MADV_POPULATE_READ 22  // Linux 5.14+; older headers lack the constant.
+#endif
 
 #if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
 #define MADV_POPULATE_WRITE 23  // Linux 5.14+; older headers lack the constant.
@@ -34,18 +68,28 @@ size_t PageSize() {
 }
 
 std::string ErrnoName(int err) {
-  // libuv's error names are the POSIX errno names (ENOSPC, EACCES, ...).
-  return uv_err_name(uv_translate_sys_error(err));
+  // libuv's error names are the POSIX errno names (ENOSPC, EACCES, ...), but it has none for
+  // the mutex results.
+  switch (err) {
+    case EDEADLK: return "EDEADLK";
+    case EOWNERDEAD: return "EOWNERDEAD";
+    case ENOTRECOVERABLE: return "ENOTRECOVERABLE";
+    default: return uv_err_name(uv_translate_sys_error(err));
+  }
 }
 
-Napi::Error ErrnoError(Napi::Env env, int err, const char* syscall, const std::string& label) {
+/** An Error naming the errno, the call and the file (and the byte offset in it, when >= 0). */
+Napi::Error ErrnoError(Napi::Env env, int err, const char* syscall, const std::string& label, double offset = -1) {
   std::string name = ErrnoName(err);
-  std::string message = std::string(syscall) + (label.empty() ? "" : " " + label) + ": " + name + " (" + std::strerror(err) + ")";
+  std::string where = label.empty() ? "" : " " + label;
+  if (offset >= 0) where += " at offset " + std::to_string(static_cast<uint64_t>(offset));
+  std::string message = std::string(syscall) + where + ": " + name + " (" + std::strerror(err) + ")";
   Napi::Error e = Napi::Error::New(env, message);
   e.Set("code", Napi::String::New(env, name));
   e.Set("errno", Napi::Number::New(env, -err));
   e.Set("syscall", Napi::String::New(env, syscall));
   if (!label.empty()) e.Set("path", Napi::String::New(env, label));
+  if (offset >= 0) e.Set("offset", Napi::Number::New(env, offset));
   return e;
 }
 
@@ -79,10 +123,13 @@ struct Region {
   bool overlaid = false;
   bool freeing = false;   // the Buffer was collected: munmap when idle
   bool unmapped = false;
+  // The addresses belong to V8 (a SharedMapping's WebAssembly memory): it unmaps them when the
+  // SharedArrayBuffer is collected, so Free() leaves them alone.
+  bool external = false;
   int jobs = 0;
   int refs = 1;
 
-  Region(void* a, size_t l) : addr(a), length(l) {}
+  Region(void* a, size_t l, bool ext = false) : addr(a), length(l), external(ext) {}
 
   Region* Ref() {
     std::lock_guard<std::mutex> lock(mu);
@@ -127,7 +174,7 @@ struct Region {
   void Settle() {
     if (jobs > 0 || unmapped) return;
     if (freeing) {
-      munmap(addr, length);
+      if (!external) munmap(addr, length);
       unmapped = true;
     } else if (released && !overlaid) {
       overlaid = true;
@@ -210,14 +257,33 @@ class PopulateJob : public Napi::AsyncWorker {
   int result_ = 0;
 };
 
-/** msync(MS_SYNC) on the libuv pool; settles a promise. */
-class SyncJob : public Napi::AsyncWorker {
+/**
+ * A job on the libuv pool over a range of a mapping, settling a promise. It holds the mapped
+ * object (Buffer or SharedArrayBuffer) until it is destroyed on the event loop: V8 unmaps a
+ * SharedMapping's memory when its SharedArrayBuffer is collected, which must not happen while a
+ * worker thread is in it. Region::Enter/Leave make unmap() wait for the job as well.
+ */
+class RangeJob : public Napi::AsyncWorker {
  public:
-  SyncJob(Napi::Env env, RegionRef region, uint64_t offset, uint64_t length, std::string label)
-      : Napi::AsyncWorker(env, "pile:sync"), region_(std::move(region)), offset_(offset), length_(length),
-        label_(std::move(label)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  RangeJob(Napi::Env env, const char* name, RegionRef region, Napi::Object keep, uint64_t offset, uint64_t length, std::string label)
+      : Napi::AsyncWorker(env, name), region_(std::move(region)), keep_(Napi::Persistent(keep)), offset_(offset),
+        length_(length), label_(std::move(label)), deferred_(Napi::Promise::Deferred::New(env)) {}
 
   Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  RegionRef region_;
+  Napi::ObjectReference keep_;
+  uint64_t offset_, length_;
+  std::string label_;
+  Napi::Promise::Deferred deferred_;
+  int result_ = 0;
+};
+
+/** msync(MS_SYNC) on the libuv pool; settles a promise. */
+class SyncJob : public RangeJob {
+ public:
+  using RangeJob::RangeJob;
 
   void Execute() override {
     if (!region_->Enter()) {
@@ -233,76 +299,93 @@ class SyncJob : public Napi::AsyncWorker {
     if (result_ == 0) deferred_.Resolve(Env().Undefined());
     else deferred_.Reject(ErrnoError(Env(), result_, "msync", label_).Value());
   }
-
- private:
-  RegionRef region_;
-  uint64_t offset_, length_;
-  std::string label_;
-  Napi::Promise::Deferred deferred_;
-  int result_ = 0;
 };
 
+/** Whether the kernel knows MADV_POPULATE_READ (Linux 5.14+). */
+bool PopulateReadSupported() {
+#if defined(__linux__)
+  // The advice is checked before the range: a zero-length call fails only where it is unknown.
+  return madvise(reinterpret_cast<void*>(PageSize()), 0, MADV_POPULATE_READ) == 0;
+#else
+  return false;
+#endif
+}
+
 /**
- * new Mapping(fd, length, offset, writable, label): a shared mapping of the file open as `fd`
- * (writable false: a private copy-on-write one; fd -1: private anonymous memory). `label` (the file's path) names it in errors.
+ * warm(): faults the pages touching the range in for reading on the libuv pool, so that the
+ * first reads after an open find them mapped: MADV_POPULATE_READ where the kernel has it, else
+ * (or when asked) a read of one byte per page. Resolves with the method used.
  */
-class Mapping : public Napi::ObjectWrap<Mapping> {
+class WarmJob : public RangeJob {
  public:
-  static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "Mapping", {
-      InstanceAccessor<&Mapping::GetBuffer>("buffer"),
-      InstanceAccessor<&Mapping::GetMapped>("mapped"),
-      InstanceAccessor<&Mapping::GetLength>("length"),
-      InstanceMethod<&Mapping::Sync>("sync"),
-      InstanceMethod<&Mapping::SyncAsync>("syncAsync"),
-      InstanceMethod<&Mapping::Advise>("advise"),
-      InstanceMethod<&Mapping::Populate>("populate"),
-      InstanceMethod<&Mapping::Unmap>("unmap"),
-    });
+  WarmJob(Napi::Env env, RegionRef region, Napi::Object keep, uint64_t offset, uint64_t length, std::string label, bool touch)
+      : RangeJob(env, "pile:warm", std::move(region), keep, offset, length, std::move(label)), touch_(touch) {}
+
+  void Execute() override {
+    if (!region_->Enter()) {
+      result_ = ENXIO;
+      return;
+    }
+    uintptr_t from, to;
+    OuterPages(*region_, offset_, length_, &from, &to);
+    if (to > from) {
+#if defined(__linux__)
+      if (!touch_ && madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_READ) != 0) {
+        result_ = errno;
+        // EINVAL with a valid range: a kernel before 5.14, which does not know the advice.
+        if (result_ == EINVAL && !PopulateReadSupported()) touch_ = true;
+      }
+#else
+      touch_ = true;
+#endif
+      if (touch_) {
+        // Like any read of the mapping, this faults (SIGBUS) on pages past the end of the file;
+        // MADV_POPULATE_READ reports them as EFAULT instead.
+        result_ = 0;
+        const uintptr_t page = PageSize();
+        uint8_t sum = 0;
+        for (uintptr_t p = from; p < to; p += page) sum ^= *reinterpret_cast<volatile const uint8_t*>(p);
+        sink_ = sum;
+      }
+    }
+    region_->Leave();
   }
-
-  explicit Mapping(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Mapping>(info) {
-    Napi::Env env = info.Env();
-    uint64_t length = 0, offset = 0;
-    if (info.Length() < 4 || !info[0].IsNumber() || !ToSize(info[1], &length) || !ToSize(info[2], &offset) ||
-        !info[3].IsBoolean() || (info.Length() > 4 && !info[4].IsString() && !info[4].IsUndefined())) {
-      throw Napi::TypeError::New(env, "new Mapping(fd: integer (-1: anonymous), length: integer > 0, offset: integer >= 0, writable: boolean, label?: string)");
-    }
-    const int fd = info[0].As<Napi::Number>().Int32Value();
-    const bool writable = info[3].As<Napi::Boolean>().Value();
-    if (info.Length() > 4 && info[4].IsString()) label_ = info[4].As<Napi::String>().Utf8Value();
-    if (length == 0 || length > SIZE_MAX) throw Napi::RangeError::New(env, "Mapping: length must be a positive integer");
-    if (offset % PageSize() != 0) throw Napi::RangeError::New(env, "Mapping: offset must be a multiple of the page size");
-    // A file mapped for reading only is private and writable: a stray store through a Buffer of a
-    // read-only pile then lands in a copy of that page in this process instead of faulting
-    // (SIGSEGV), and never reaches the file. Pages it never wrote still show the file's contents.
-    const int prot = PROT_READ | PROT_WRITE;
-    const int flags = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : writable ? MAP_SHARED : MAP_PRIVATE;
-    void* addr = mmap(nullptr, static_cast<size_t>(length), prot, flags, fd < 0 ? -1 : fd, fd < 0 ? 0 : static_cast<off_t>(offset));
-    if (addr == MAP_FAILED) throw ErrnoError(env, errno, "mmap", label_);
-    region_ = RegionRef(new Region(addr, static_cast<size_t>(length)));
-
-    // The finalizer (the Buffer collected, or the environment torn down) holds its own reference,
-    // so the memory is unmapped exactly once, by whichever of it and unmap() comes first.
-    auto hint = new RegionRef(region_);
-    Napi::Buffer<uint8_t> buf;
-    try {
-      buf = Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(addr), static_cast<size_t>(length),
-          [](Napi::Env, uint8_t*, RegionRef* ref) {
-            (*ref)->Free();
-            delete ref;
-          }, hint);
-    } catch (...) {
-      delete hint;
-      region_->Free();
-      throw;
-    }
-    // Held strongly for the life of this object: the Buffer must not be collected (and unmapped)
-    // before JavaScript has taken it from `buffer`.
-    buffer_ = Napi::Persistent(buf);
+  void OnOK() override {
+    if (result_ == 0) deferred_.Resolve(Napi::String::New(Env(), touch_ ? "touch" : "populate-read"));
+    else deferred_.Reject(ErrnoError(Env(), result_, "madvise(MADV_POPULATE_READ)", label_, static_cast<double>(offset_)).Value());
   }
 
  private:
+  bool touch_;
+  uint8_t sink_ = 0;
+};
+
+/** What Mapping and SharedMapping share: the region, its range checks and the jobs over it. */
+template <typename T>
+class MappingBase : public Napi::ObjectWrap<T> {
+ public:
+  explicit MappingBase(const Napi::CallbackInfo& info) : Napi::ObjectWrap<T>(info) {}
+
+  Region& region() { return *region_; }
+  RegionRef regionRef() { return region_; }
+  const std::string& label() const { return label_; }
+
+ protected:
+  /** The accessors and methods both kinds have. */
+  static std::vector<Napi::ClassPropertyDescriptor<T>> CommonProperties() {
+    using W = Napi::ObjectWrap<T>;
+    return {
+      W::InstanceAccessor("buffer", &T::GetBuffer, nullptr),
+      W::InstanceAccessor("mapped", &T::GetMapped, nullptr),
+      W::InstanceAccessor("length", &T::GetLength, nullptr),
+      W::InstanceMethod("sync", &T::Sync),
+      W::InstanceMethod("syncAsync", &T::SyncAsync),
+      W::InstanceMethod("advise", &T::Advise),
+      W::InstanceMethod("warm", &T::Warm),
+      W::InstanceMethod("unmap", &T::Unmap),
+    };
+  }
+
   Napi::Value GetBuffer(const Napi::CallbackInfo& info) {
     if (buffer_.IsEmpty()) return info.Env().Undefined();
     Napi::Value v = buffer_.Value();
@@ -351,7 +434,7 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
   Napi::Value SyncAsync(const Napi::CallbackInfo& info) {
     uint64_t offset, length;
     Range(info, "syncAsync", &offset, &length);
-    auto job = new SyncJob(info.Env(), region_, offset, length, label_);
+    auto job = new SyncJob(info.Env(), "pile:sync", region_, buffer_.Value(), offset, length, label_);
     Napi::Promise p = job->Promise();
     job->Queue();
     return p;
@@ -370,6 +453,109 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     }
   }
 
+  /** warm(offset, length, how?): Promise of the method used; see WarmJob. */
+  Napi::Value Warm(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 2 || info[0].IsUndefined() || info[1].IsUndefined()) {
+      throw Napi::TypeError::New(env, "warm(offset: integer >= 0, length: integer >= 0, how?: 'auto' | 'touch')");
+    }
+    uint64_t offset, length;
+    Range(info, "warm", &offset, &length);
+    bool touch = false;
+    if (info.Length() > 2 && !info[2].IsUndefined()) {
+      const std::string how = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+      if (how != "auto" && how != "touch") throw Napi::TypeError::New(env, "warm: how must be 'auto' or 'touch'");
+      touch = how == "touch";
+    }
+    auto job = new WarmJob(env, region_, buffer_.Value(), offset, length, label_, touch);
+    Napi::Promise p = job->Promise();
+    job->Queue();
+    return p;
+  }
+
+  /**
+   * unmap(): gives the memory back at once (see Region). Views JavaScript still holds stay valid
+   * and read zeros; `buffer` is then undefined. Idempotent.
+   */
+  void Unmap(const Napi::CallbackInfo& info) {
+    region_->Release();
+    buffer_.Reset();
+  }
+
+  RegionRef region_;
+  Napi::ObjectReference buffer_;
+  std::string label_;
+};
+
+// Type tags: a SharedMutex or Futex accepts either kind of mapping, and nothing else.
+constexpr napi_type_tag kMappingTag = {0x5d1e0c6a2f1b4e37ULL, 0x9a4c3b2e1f0d8c71ULL};
+constexpr napi_type_tag kSharedMappingTag = {0x3b7f9e2d4c6a1805ULL, 0xe2d1c0b9a8f7e6d5ULL};
+
+/**
+ * new Mapping(fd, length, offset, writable, label): a shared mapping of the file open as `fd`
+ * (writable false: a private copy-on-write one; fd -1: private anonymous memory). `label` (the file's path) names it in errors.
+ */
+class Mapping : public MappingBase<Mapping> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    auto props = CommonProperties();
+    props.push_back(InstanceMethod("populate", &Mapping::Populate));
+    return DefineClass(env, "Mapping", props);
+  }
+
+  explicit Mapping(const Napi::CallbackInfo& info) : MappingBase<Mapping>(info) {
+    Napi::Env env = info.Env();
+    uint64_t length = 0, offset = 0;
+    if (info.Length() < 4 || !info[0].IsNumber() || !ToSize(info[1], &length) || !ToSize(info[2], &offset) ||
+        !info[3].IsBoolean() || (info.Length() > 4 && !info[4].IsString() && !info[4].IsUndefined())) {
+      throw Napi::TypeError::New(env, "new Mapping(fd: integer (-1: anonymous), length: integer > 0, offset: integer >= 0, writable: boolean, label?: string)");
+    }
+    const int fd = info[0].As<Napi::Number>().Int32Value();
+    const bool writable = info[3].As<Napi::Boolean>().Value();
+    if (info.Length() > 4 && info[4].IsString()) label_ = info[4].As<Napi::String>().Utf8Value();
+    if (length == 0 || length > SIZE_MAX) throw Napi::RangeError::New(env, "Mapping: length must be a positive integer");
+    if (offset % PageSize() != 0) throw Napi::RangeError::New(env, "Mapping: offset must be a multiple of the page size");
+    // A file mapped for reading only is private and writable: a stray store through a Buffer of a
+    // read-only pile then lands in a copy of that page in this process instead of faulting
+    // (SIGSEGV), and never reaches the file. Pages it never wrote still show the file's contents.
+    const int prot = PROT_READ | PROT_WRITE;
+    const int flags = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : writable ? MAP_SHARED : MAP_PRIVATE;
+    void* addr = mmap(nullptr, static_cast<size_t>(length), prot, flags, fd < 0 ? -1 : fd, fd < 0 ? 0 : static_cast<off_t>(offset));
+    if (addr == MAP_FAILED) throw ErrnoError(env, errno, "mmap", label_);
+    region_ = RegionRef(new Region(addr, static_cast<size_t>(length)));
+
+    // The finalizer (the Buffer collected, or the environment torn down) holds its own reference,
+    // so the memory is unmapped exactly once, by whichever of it and unmap() comes first.
+    auto hint = new RegionRef(region_);
+    Napi::Buffer<uint8_t> buf;
+    try {
+      buf = Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(addr), static_cast<size_t>(length),
+          [](Napi::Env, uint8_t*, RegionRef* ref) {
+            (*ref)->Free();
+            delete ref;
+          }, hint);
+    } catch (...) {
+      delete hint;
+      region_->Free();
+      throw;
+    }
+    // Held strongly for the life of this object: the Buffer must not be collected (and unmapped)
+    // before JavaScript has taken it from `buffer`.
+    buffer_ = Napi::Persistent(static_cast<Napi::Object>(buf));
+    napi_type_tag_object(env, info.This(), &kMappingTag);
+  }
+
+  static bool PopulateSupported() {
+#if defined(__linux__)
+    // The kernel validates the advice before the range: a zero-length call on an aligned address
+    // fails only where MADV_POPULATE_WRITE is unknown (Linux before 5.14). Cheap, so not cached.
+    return madvise(reinterpret_cast<void*>(PageSize()), 0, MADV_POPULATE_WRITE) == 0;
+#else
+    return false;
+#endif
+  }
+
+ private:
   /**
    * populate(offset, length, done?): faults the whole pages of the range in for writing on a
    * libuv worker (MADV_POPULATE_WRITE), then calls done(errno). The content never changes: it
@@ -393,31 +579,402 @@ class Mapping : public Napi::ObjectWrap<Mapping> {
     job->Queue();
     return Napi::Boolean::New(env, true);
   }
+};
 
-  /**
-   * unmap(): gives the memory back at once (see Region). Views JavaScript still holds stay valid
-   * and read zeros; `buffer` is then undefined, and the Buffer is unmapped when collected. Idempotent.
-   */
-  void Unmap(const Napi::CallbackInfo& info) {
-    region_->Release();
-    buffer_.Reset();
+/** The unit of a SharedMapping's length: the WebAssembly page. */
+constexpr uint64_t kWasmPage = 65536;
+constexpr uint64_t kMaxWasmPages = 65536;
+
+/**
+ * new SharedMapping(fd, length, offset, label): the file mapped shared read-write as a
+ * SharedArrayBuffer. Node-API can not make a SharedArrayBuffer over outside memory, so this makes
+ * a shared WebAssembly.Memory of exactly `length` bytes (its buffer is a SharedArrayBuffer, and
+ * V8 allocates it page-aligned with mmap and frees it with munmap), and maps the file over that
+ * memory with MAP_FIXED. The Memory object never leaves this function, so nothing can grow it
+ * (growing would change its pages' protection). V8 unmaps the addresses when the
+ * SharedArrayBuffer is collected; unmap() puts zero pages over the file's before that, as for a
+ * Mapping.
+ */
+class SharedMapping : public MappingBase<SharedMapping> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "SharedMapping", CommonProperties());
   }
 
+  explicit SharedMapping(const Napi::CallbackInfo& info) : MappingBase<SharedMapping>(info) {
+    Napi::Env env = info.Env();
+    uint64_t length = 0, offset = 0;
+    if (info.Length() < 3 || !info[0].IsNumber() || !ToSize(info[1], &length) || !ToSize(info[2], &offset) ||
+        (info.Length() > 3 && !info[3].IsString() && !info[3].IsUndefined())) {
+      throw Napi::TypeError::New(env, "new SharedMapping(fd: integer, length: integer (a multiple of 65536), offset: integer >= 0, label?: string)");
+    }
+    const int fd = info[0].As<Napi::Number>().Int32Value();
+    if (info.Length() > 3 && info[3].IsString()) label_ = info[3].As<Napi::String>().Utf8Value();
+    if (length == 0 || length % kWasmPage != 0 || length > kWasmPage * kMaxWasmPages) {
+      throw Napi::RangeError::New(env, "SharedMapping: length must be a positive multiple of 65536, at most 4 GiB");
+    }
+    if (offset % PageSize() != 0) throw Napi::RangeError::New(env, "SharedMapping: offset must be a multiple of the page size");
+    Napi::Value wasm = env.Global().Get("WebAssembly");
+    if (!wasm.IsObject() || !wasm.As<Napi::Object>().Get("Memory").IsFunction()) {
+      throw Napi::Error::New(env, "SharedMapping: WebAssembly is not available in this process (was Node started with --jitless?)");
+    }
+    Napi::Object opts = Napi::Object::New(env);
+    opts.Set("initial", static_cast<double>(length / kWasmPage));
+    opts.Set("maximum", static_cast<double>(length / kWasmPage));
+    opts.Set("shared", true);
+    Napi::Object memory = wasm.As<Napi::Object>().Get("Memory").As<Napi::Function>().New({opts});
+    Napi::Object sab = memory.Get("buffer").As<Napi::Object>();
+    Napi::Object bytes = env.Global().Get("Uint8Array").As<Napi::Function>().New({sab});
+    void* data = nullptr;
+    size_t n = 0;
+    napi_typedarray_type type;
+    if (napi_get_typedarray_info(env, bytes, &type, &n, &data, nullptr, nullptr) != napi_ok || data == nullptr || n != length) {
+      throw Napi::Error::New(env, "SharedMapping: can not reach the memory of the SharedArrayBuffer");
+    }
+    if (reinterpret_cast<uintptr_t>(data) % PageSize() != 0) {
+      throw Napi::Error::New(env, "SharedMapping: the SharedArrayBuffer's memory is not page-aligned; it can not take a file mapping");
+    }
+    void* addr = mmap(data, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+    if (addr == MAP_FAILED) {
+      // The memory is V8's anonymous memory again only if MAP_FIXED failed before replacing it;
+      // mmap replaces nothing when it fails on the descriptor or the offset, which it checks first.
+      throw ErrnoError(env, errno, "mmap", label_);
+    }
+    region_ = RegionRef(new Region(addr, static_cast<size_t>(length), true));
+    buffer_ = Napi::Persistent(sab);
+    napi_type_tag_object(env, info.This(), &kSharedMappingTag);
+  }
+};
+
+/** The region of a Mapping or SharedMapping, or nullptr for anything else. */
+Region* RegionOf(Napi::Env env, const Napi::Value& v, std::string* label) {
+  if (!v.IsObject()) return nullptr;
+  bool is = false;
+  if (napi_check_object_type_tag(env, v, &kMappingTag, &is) == napi_ok && is) {
+    Mapping* m = Mapping::Unwrap(v.As<Napi::Object>());
+    *label = m->label();
+    return &m->region();
+  }
+  if (napi_check_object_type_tag(env, v, &kSharedMappingTag, &is) == napi_ok && is) {
+    SharedMapping* m = SharedMapping::Unwrap(v.As<Napi::Object>());
+    *label = m->label();
+    return &m->region();
+  }
+  return nullptr;
+}
+
+/**
+ * The pages holding [offset, offset + size) of a mapping, mapped again at addresses of their own
+ * (mremap with old size 0 duplicates a shared mapping: the same file pages, so the same memory and
+ * the same futex keys). A SharedMutex and a Futex use this view: it stays valid however the
+ * mapping is unmapped or collected, and a mutex's view can outlive its JavaScript environment
+ * (see SharedMutex::Finalize).
+ */
+class PageView {
  public:
-  static bool PopulateSupported() {
+  PageView() = default;
+  PageView(const PageView&) = delete;
+  PageView& operator=(const PageView&) = delete;
+  ~PageView() { Unmap(); }
+
+  /** Maps the view; throws on a bad argument or when the mapping is not a shared one. */
+  void Map(const Napi::CallbackInfo& info, const char* what, size_t size, size_t align) {
+    Napi::Env env = info.Env();
+    Region* r = info.Length() > 0 ? RegionOf(env, info[0], &label_) : nullptr;
+    uint64_t offset = 0;
+    if (r == nullptr || info.Length() < 2 || !ToSize(info[1], &offset) ||
+        (info.Length() > 2 && !info[2].IsString() && !info[2].IsUndefined())) {
+      throw Napi::TypeError::New(env, std::string("new ") + what + "(mapping: Mapping | SharedMapping, offset: integer >= 0, label?: string)");
+    }
+    if (info.Length() > 2 && info[2].IsString()) label_ = info[2].As<Napi::String>().Utf8Value();
+    if (offset % align != 0 || offset > r->length || size > r->length - offset) {
+      throw Napi::RangeError::New(env, std::string(what) + ": offset " + std::to_string(offset) + " must be a multiple of " +
+          std::to_string(align) + " with " + std::to_string(size) + " bytes inside the mapping");
+    }
+    {
+      std::lock_guard<std::mutex> lock(r->mu);
+      if (r->released) throw Napi::Error::New(env, std::string(what) + ": the mapping was unmapped");
+    }
+    const uintptr_t page = PageSize();
+    const uintptr_t at = reinterpret_cast<uintptr_t>(r->addr) + offset;
+    const uintptr_t from = at & ~(page - 1);
+    const size_t len = ((at + size + page - 1) & ~(page - 1)) - from;
 #if defined(__linux__)
-    // The kernel validates the advice before the range: a zero-length call on an aligned address
-    // fails only where MADV_POPULATE_WRITE is unknown (Linux before 5.14). Cheap, so not cached.
-    return madvise(reinterpret_cast<void*>(PageSize()), 0, MADV_POPULATE_WRITE) == 0;
+    void* p = mremap(reinterpret_cast<void*>(from), 0, len, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      if (err == EINVAL) {
+        throw Napi::Error::New(env, std::string(what) + (label_.empty() ? "" : " " + label_) + ": the mapping must be a file mapped shared read-write " +
+            "(a Mapping with writable true, or a SharedMapping), so that other processes see the same memory");
+      }
+      throw ErrnoError(env, err, "mremap", label_, static_cast<double>(offset));
+    }
+    base_ = p;
+    len_ = len;
+    at_ = static_cast<uint8_t*>(p) + (at - from);
+    offset_ = offset;
 #else
-    return false;
+    throw Napi::Error::New(env, std::string(what) + ": needs Linux");
 #endif
   }
 
+  void Unmap() {
+    if (base_ != nullptr) munmap(base_, len_);
+    Forget();
+  }
+  /** Leaves the pages mapped for good. */
+  void Forget() {
+    base_ = nullptr;
+    at_ = nullptr;
+  }
+  uint8_t* at() const { return at_; }
+  double offset() const { return static_cast<double>(offset_); }
+  const std::string& label() const { return label_; }
+
  private:
-  RegionRef region_;
-  Napi::Reference<Napi::Buffer<uint8_t>> buffer_;
+  void* base_ = nullptr;
+  size_t len_ = 0;
+  uint8_t* at_ = nullptr;
+  uint64_t offset_ = 0;
   std::string label_;
+};
+
+// SharedMutex results (MUTEX in JavaScript).
+constexpr int kLocked = 0;
+constexpr int kOwnerDead = 1;
+constexpr int kBusy = 2;
+constexpr int kTimedOut = 3;
+
+/**
+ * new SharedMutex(mapping, offset, label?): a process-shared, robust, error-checking pthread mutex
+ * at `offset` of a mapping of a file (see PageView). Robust: when the thread holding it dies (its
+ * process killed, or a worker thread ended), the kernel marks it, and the next locker gets it with
+ * OWNER_DEAD; it must repair what the dead holder left and call consistent() before unlock(), or
+ * the mutex becomes unusable (ENOTRECOVERABLE) until init() runs again. Error-checking: a thread
+ * that locks it twice gets EDEADLK instead of blocking forever, and only the holder can unlock.
+ */
+class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "SharedMutex", {
+      InstanceMethod<&SharedMutex::Init>("init"),
+      InstanceMethod<&SharedMutex::Lock>("lock"),
+      InstanceMethod<&SharedMutex::TryLock>("tryLock"),
+      InstanceMethod<&SharedMutex::TimedLock>("timedLock"),
+      InstanceMethod<&SharedMutex::Unlock>("unlock"),
+      InstanceMethod<&SharedMutex::Consistent>("consistent"),
+      InstanceMethod<&SharedMutex::Close>("close"),
+      InstanceAccessor<&SharedMutex::GetHeld>("held"),
+      InstanceAccessor<&SharedMutex::GetOffset>("offset"),
+    });
+  }
+
+  explicit SharedMutex(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SharedMutex>(info) {
+    view_.Map(info, "SharedMutex", sizeof(pthread_mutex_t), alignof(pthread_mutex_t) > 8 ? alignof(pthread_mutex_t) : 8);
+  }
+
+  /**
+   * Collected (or its environment torn down) while this thread holds the mutex: the view stays
+   * mapped, because the kernel marks the mutex OWNER_DEAD through it when the thread exits (a
+   * worker thread terminated while holding the lock). Unmapped, the mutex would stay locked by a
+   * thread that no longer exists, and every later locker would wait forever.
+   */
+  ~SharedMutex() override {
+    if (held_) view_.Forget();
+  }
+
+ private:
+  pthread_mutex_t* Mutex(const Napi::CallbackInfo& info, const char* what) {
+    if (view_.at() == nullptr) throw Napi::Error::New(info.Env(), std::string("SharedMutex.") + what + ": the mutex was closed");
+    return reinterpret_cast<pthread_mutex_t*>(view_.at());
+  }
+  Napi::Error Fail(const Napi::CallbackInfo& info, int err, const char* call) {
+    return ErrnoError(info.Env(), err, call, view_.label(), view_.offset());
+  }
+
+  /**
+   * init(): makes the bytes a fresh unlocked mutex. Only when no process uses it: when the file
+   * is created, or to replace an ENOTRECOVERABLE mutex, under an exclusive lock of the file.
+   */
+  void Init(const Napi::CallbackInfo& info) {
+    pthread_mutex_t* m = Mutex(info, "init");
+    pthread_mutexattr_t attr;
+    int rc = pthread_mutexattr_init(&attr);
+    if (rc != 0) throw Fail(info, rc, "pthread_mutexattr_init");
+    rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    if (rc == 0) rc = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+    if (rc == 0) {
+      // As LMDB does: some systems skip or refuse an init over bytes that look like a mutex.
+      std::memset(static_cast<void*>(m), 0, sizeof(*m));
+      rc = pthread_mutex_init(m, &attr);
+    }
+    pthread_mutexattr_destroy(&attr);
+    if (rc != 0) throw Fail(info, rc, "pthread_mutex_init");
+    held_ = false;
+  }
+
+  /** The result of a lock call that did not time out or find it busy. */
+  Napi::Value Locked(const Napi::CallbackInfo& info, int rc, const char* call) {
+    if (rc == 0 || rc == EOWNERDEAD) {
+      held_ = true;
+      return Napi::Number::New(info.Env(), rc == 0 ? kLocked : kOwnerDead);
+    }
+    throw Fail(info, rc, call);
+  }
+
+  /** lock(): MUTEX.LOCKED or MUTEX.OWNER_DEAD; blocks the calling thread until it has the lock. */
+  Napi::Value Lock(const Napi::CallbackInfo& info) {
+    pthread_mutex_t* m = Mutex(info, "lock");
+    return Locked(info, pthread_mutex_lock(m), "pthread_mutex_lock");
+  }
+
+  /** tryLock(): MUTEX.LOCKED, MUTEX.OWNER_DEAD or MUTEX.BUSY. */
+  Napi::Value TryLock(const Napi::CallbackInfo& info) {
+    pthread_mutex_t* m = Mutex(info, "tryLock");
+    const int rc = pthread_mutex_trylock(m);
+    if (rc == EBUSY) return Napi::Number::New(info.Env(), kBusy);
+    return Locked(info, rc, "pthread_mutex_trylock");
+  }
+
+  /** timedLock(ms): MUTEX.LOCKED, MUTEX.OWNER_DEAD or MUTEX.TIMED_OUT after `ms` milliseconds. */
+  Napi::Value TimedLock(const Napi::CallbackInfo& info) {
+    pthread_mutex_t* m = Mutex(info, "timedLock");
+    double ms = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+    if (!(ms >= 0)) throw Napi::TypeError::New(info.Env(), "SharedMutex.timedLock(ms: number >= 0)");
+    if (ms > 1e12) ms = 1e12;  // about 30 years: a deadline that still fits a timespec
+    // pthread_mutex_timedlock takes a CLOCK_REALTIME deadline (pthread_mutex_clocklock, which
+    // takes CLOCK_MONOTONIC, needs glibc 2.30); a jump of the wall clock moves the deadline.
+    struct timeval now;
+    gettimeofday(&now, nullptr);
+    const double deadline_us = static_cast<double>(now.tv_sec) * 1e6 + static_cast<double>(now.tv_usec) + ms * 1e3;
+    struct timespec ts;
+    ts.tv_sec = static_cast<time_t>(deadline_us / 1e6);
+    ts.tv_nsec = static_cast<long>((deadline_us - static_cast<double>(ts.tv_sec) * 1e6) * 1e3);
+    if (ts.tv_nsec < 0) ts.tv_nsec = 0;
+    if (ts.tv_nsec > 999999999) ts.tv_nsec = 999999999;
+    const int rc = pthread_mutex_timedlock(m, &ts);
+    if (rc == ETIMEDOUT) return Napi::Number::New(info.Env(), kTimedOut);
+    return Locked(info, rc, "pthread_mutex_timedlock");
+  }
+
+  /** unlock(): EPERM when this thread does not hold it. */
+  void Unlock(const Napi::CallbackInfo& info) {
+    pthread_mutex_t* m = Mutex(info, "unlock");
+    const int rc = pthread_mutex_unlock(m);
+    if (rc != 0) throw Fail(info, rc, "pthread_mutex_unlock");
+    held_ = false;
+  }
+
+  /** consistent(): after OWNER_DEAD and the repair; EINVAL when there is nothing to make consistent. */
+  void Consistent(const Napi::CallbackInfo& info) {
+    pthread_mutex_t* m = Mutex(info, "consistent");
+    const int rc = pthread_mutex_consistent(m);
+    if (rc != 0) throw Fail(info, rc, "pthread_mutex_consistent");
+  }
+
+  /** close(): unmaps the view; EBUSY while this thread holds the mutex. Idempotent. */
+  void Close(const Napi::CallbackInfo& info) {
+    if (held_) throw Fail(info, EBUSY, "SharedMutex.close");
+    view_.Unmap();
+  }
+
+  Napi::Value GetHeld(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), held_); }
+  Napi::Value GetOffset(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), view_.offset()); }
+
+  PageView view_;
+  bool held_ = false;  // this thread holds it (bookkeeping of this object's own calls)
+};
+
+/**
+ * new Futex(mapping, offset, label?): futex wait and wake on the 32-bit word at `offset` of a file
+ * mapped shared (see PageView). Not FUTEX_PRIVATE: the kernel keys the waiters by the file's page,
+ * so a wake reaches waiters in every process that maps the file.
+ */
+class Futex : public Napi::ObjectWrap<Futex> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Futex", {
+      InstanceMethod<&Futex::Wait>("wait"),
+      InstanceMethod<&Futex::Wake>("wake"),
+      InstanceMethod<&Futex::Close>("close"),
+      InstanceAccessor<&Futex::GetOffset>("offset"),
+    });
+  }
+
+  explicit Futex(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Futex>(info) {
+    view_.Map(info, "Futex", 4, 4);
+  }
+
+ private:
+  uint32_t* Word(const Napi::CallbackInfo& info, const char* what) {
+    if (view_.at() == nullptr) throw Napi::Error::New(info.Env(), std::string("Futex.") + what + ": the futex was closed");
+    return reinterpret_cast<uint32_t*>(view_.at());
+  }
+
+  /**
+   * wait(expected, timeoutMs?): sleeps while the word holds `expected` (as Atomics.wait does):
+   * 'ok' when woken (or spuriously: check the word), 'not-equal', or 'timed-out'. Blocks the
+   * calling thread. A signal does not end the wait early: it goes on for the time left.
+   */
+  Napi::Value Wait(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint32_t* word = Word(info, "wait");
+    if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "Futex.wait(expected: integer, timeoutMs?: number >= 0)");
+    const uint32_t expected = static_cast<uint32_t>(info[0].As<Napi::Number>().Int32Value());
+    double ms = INFINITY;
+    if (info.Length() > 1 && !info[1].IsUndefined()) {
+      ms = info[1].IsNumber() ? info[1].As<Napi::Number>().DoubleValue() : -1;
+      if (!(ms >= 0)) throw Napi::TypeError::New(env, "Futex.wait: timeoutMs must be a number >= 0");
+    }
+#if defined(__linux__)
+    const bool forever = std::isinf(ms);
+    const uint64_t deadline = forever ? 0 : uv_hrtime() + static_cast<uint64_t>(std::fmin(ms, 1e12) * 1e6);
+    for (;;) {
+      struct timespec ts;
+      struct timespec* tsp = nullptr;
+      if (!forever) {
+        const uint64_t now = uv_hrtime();
+        const uint64_t left = deadline > now ? deadline - now : 0;
+        ts.tv_sec = static_cast<time_t>(left / 1000000000ULL);
+        ts.tv_nsec = static_cast<long>(left % 1000000000ULL);
+        tsp = &ts;
+      }
+      if (syscall(SYS_futex, word, FUTEX_WAIT, expected, tsp, nullptr, 0) == 0) return Napi::String::New(env, "ok");
+      const int err = errno;
+      if (err == EAGAIN) return Napi::String::New(env, "not-equal");
+      if (err == ETIMEDOUT) return Napi::String::New(env, "timed-out");
+      if (err != EINTR) throw ErrnoError(env, err, "futex(FUTEX_WAIT)", view_.label(), view_.offset());
+    }
+#else
+    throw Napi::Error::New(env, "Futex: needs Linux");
+#endif
+  }
+
+  /** wake(count?): wakes up to `count` waiters (default: all) in any process; the number woken. */
+  Napi::Value Wake(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint32_t* word = Word(info, "wake");
+    int count = INT32_MAX;
+    if (info.Length() > 0 && !info[0].IsUndefined()) {
+      const double c = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+      if (!(c >= 0) || std::floor(c) != c) throw Napi::TypeError::New(env, "Futex.wake(count?: integer >= 0)");
+      count = c > INT32_MAX ? INT32_MAX : static_cast<int>(c);
+    }
+#if defined(__linux__)
+    const long woken = syscall(SYS_futex, word, FUTEX_WAKE, count, nullptr, nullptr, 0);
+    if (woken < 0) throw ErrnoError(env, errno, "futex(FUTEX_WAKE)", view_.label(), view_.offset());
+    return Napi::Number::New(env, static_cast<double>(woken));
+#else
+    throw Napi::Error::New(env, "Futex: needs Linux");
+#endif
+  }
+
+  /** close(): unmaps the view. Idempotent. */
+  void Close(const Napi::CallbackInfo& info) { view_.Unmap(); }
+  Napi::Value GetOffset(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), view_.offset()); }
+
+  PageView view_;
 };
 
 class PileNative : public Napi::Addon<PileNative> {
@@ -429,12 +986,26 @@ class PileNative : public Napi::Addon<PileNative> {
     advice.Set("SEQUENTIAL", MADV_SEQUENTIAL);
     advice.Set("WILLNEED", MADV_WILLNEED);
     advice.Set("DONTNEED", MADV_DONTNEED);
+    Napi::Object mutex = Napi::Object::New(env);
+    mutex.Set("LOCKED", kLocked);
+    mutex.Set("OWNER_DEAD", kOwnerDead);
+    mutex.Set("BUSY", kBusy);
+    mutex.Set("TIMED_OUT", kTimedOut);
+    mutex.Set("SIZE", static_cast<double>(sizeof(pthread_mutex_t)));
+    mutex.Freeze();
     DefineAddon(exports, {
       InstanceValue("Mapping", Mapping::Define(env), napi_enumerable),
+      InstanceValue("SharedMapping", SharedMapping::Define(env), napi_enumerable),
+      InstanceValue("SharedMutex", SharedMutex::Define(env), napi_enumerable),
+      InstanceValue("Futex", Futex::Define(env), napi_enumerable),
       InstanceValue("ADVICE", advice, napi_enumerable),
+      InstanceValue("MUTEX", mutex, napi_enumerable),
       InstanceValue("pageSize", Napi::Number::New(env, static_cast<double>(PageSize())), napi_enumerable),
       InstanceMethod<&PileNative::Reserve>("reserve", napi_enumerable),
       InstanceMethod<&PileNative::PopulateSupportedFn>("populateSupported", napi_enumerable),
+      InstanceMethod<&PileNative::PopulateReadSupportedFn>("populateReadSupported", napi_enumerable),
+      InstanceMethod<&PileNative::OfdLock>("ofdLock", napi_enumerable),
+      InstanceMethod<&PileNative::OfdHolder>("ofdHolder", napi_enumerable),
     });
   }
 
@@ -462,6 +1033,75 @@ class PileNative : public Napi::Addon<PileNative> {
 
   Napi::Value PopulateSupportedFn(const Napi::CallbackInfo& info) {
     return Napi::Boolean::New(info.Env(), Mapping::PopulateSupported());
+  }
+  Napi::Value PopulateReadSupportedFn(const Napi::CallbackInfo& info) {
+    return Napi::Boolean::New(info.Env(), PopulateReadSupported());
+  }
+
+  /** The arguments of ofdLock/ofdHolder: (fd, start, length, mode, label?) into a struct flock. */
+  static int OfdArgs(const Napi::CallbackInfo& info, const char* usage, bool unlock_ok, struct flock* fl, std::string* label) {
+    uint64_t start = 0, length = 0;
+    if (info.Length() < 4 || !info[0].IsNumber() || !ToSize(info[1], &start) || !ToSize(info[2], &length) || !info[3].IsString() ||
+        (info.Length() > 4 && !info[4].IsString() && !info[4].IsUndefined())) {
+      throw Napi::TypeError::New(info.Env(), usage);
+    }
+    const std::string mode = info[3].As<Napi::String>().Utf8Value();
+    std::memset(fl, 0, sizeof(*fl));  // l_pid must be 0 for an OFD lock
+    if (mode == "read") fl->l_type = F_RDLCK;
+    else if (mode == "write") fl->l_type = F_WRLCK;
+    else if (mode == "unlock" && unlock_ok) fl->l_type = F_UNLCK;
+    else throw Napi::TypeError::New(info.Env(), usage);
+    fl->l_whence = SEEK_SET;
+    fl->l_start = static_cast<off_t>(start);
+    fl->l_len = static_cast<off_t>(length);
+    if (info.Length() > 4 && info[4].IsString()) *label = info[4].As<Napi::String>().Utf8Value();
+    return info[0].As<Napi::Number>().Int32Value();
+  }
+
+  /**
+   * ofdLock(fd, start, length, mode, label?): F_OFD_SETLK: takes ('read', 'write') or drops
+   * ('unlock') the lock of this open file description on the bytes [start, start + length)
+   * (length 0: to the end of the file, however it grows). True when done, false when another open
+   * file description holds a conflicting lock. Never waits.
+   */
+  Napi::Value OfdLock(const Napi::CallbackInfo& info) {
+    struct flock fl;
+    std::string label;
+    const int fd = OfdArgs(info, "ofdLock(fd: integer, start: integer >= 0, length: integer >= 0, mode: 'read' | 'write' | 'unlock', label?: string)", true, &fl, &label);
+#if defined(__linux__)
+    // Through syscall(): glibc's fcntl is fcntl64@GLIBC_2.28 when built with 64-bit offsets.
+    if (syscall(SYS_fcntl, fd, F_OFD_SETLK, &fl) == 0) return Napi::Boolean::New(info.Env(), true);
+    const int err = errno;
+    if (err == EAGAIN || err == EACCES) return Napi::Boolean::New(info.Env(), false);
+    throw ErrnoError(info.Env(), err, "fcntl(F_OFD_SETLK)", label, static_cast<double>(fl.l_start));
+#else
+    throw ErrnoError(info.Env(), ENOSYS, "fcntl(F_OFD_SETLK)", label, static_cast<double>(fl.l_start));
+#endif
+  }
+
+  /**
+   * ofdHolder(fd, start, length, mode, label?): F_OFD_GETLK: null when a lock of `mode` on those
+   * bytes would be granted to this open file description, else the first conflicting lock:
+   * { mode, start, length, pid } (pid -1 for an OFD lock, whose owner is no process).
+   */
+  Napi::Value OfdHolder(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    struct flock fl;
+    std::string label;
+    const int fd = OfdArgs(info, "ofdHolder(fd: integer, start: integer >= 0, length: integer >= 0, mode: 'read' | 'write', label?: string)", false, &fl, &label);
+#if defined(__linux__)
+    const double start = static_cast<double>(fl.l_start);
+    if (syscall(SYS_fcntl, fd, F_OFD_GETLK, &fl) != 0) throw ErrnoError(env, errno, "fcntl(F_OFD_GETLK)", label, start);
+    if (fl.l_type == F_UNLCK) return env.Null();
+    Napi::Object holder = Napi::Object::New(env);
+    holder.Set("mode", fl.l_type == F_WRLCK ? "write" : "read");
+    holder.Set("start", static_cast<double>(fl.l_start));
+    holder.Set("length", static_cast<double>(fl.l_len));
+    holder.Set("pid", static_cast<double>(fl.l_pid));
+    return holder;
+#else
+    throw ErrnoError(env, ENOSYS, "fcntl(F_OFD_GETLK)", label, static_cast<double>(fl.l_start));
+#endif
   }
 };
 

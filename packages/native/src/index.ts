@@ -1,2 +1,2 @@
 export { native } from './NativeBinding';
-export type { Mapping, NativeBinding } from './NativeBinding';
+export type { Futex, MappedRange, Mapping, MutexResult, NativeBinding, OfdHolder, SharedMapping, SharedMutex } from './NativeBinding';

@@ -75,8 +75,14 @@ export function renderReport(results: readonly WorkloadResult[], command: string
   return `${lines.join('\n')}\n`;
 }
 
-/** Regenerates `docPath` from every results file in `resultsDir`. */
+/**
+ * Regenerates `docPath` from every results file in `resultsDir`, followed by `comparisons.md` of
+ * that directory when there is one: before/after figures of a change, kept by hand (a change's
+ * comparison runs two builds, which one results file can not hold).
+ */
 export function writeReport(resultsDir: string, docPath: string, command: string | undefined): void {
   fs.mkdirSync(path.dirname(docPath), { recursive: true });
-  fs.writeFileSync(docPath, renderReport(loadResults(resultsDir), command));
+  const extra = path.join(resultsDir, 'comparisons.md');
+  const comparisons = fs.existsSync(extra) ? `\n${fs.readFileSync(extra, 'utf8')}` : '';
+  fs.writeFileSync(docPath, renderReport(loadResults(resultsDir), command) + comparisons);
 }

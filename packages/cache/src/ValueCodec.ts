@@ -1,4 +1,4 @@
-import { PileError, encodeGuard, illFormedString, refuseFunction, unstorableValue, type CompiledSchema } from '@pile/core';
+import { PileError, encodeGuard, genericValueFault, illFormedString, refuseFunction, type CompiledSchema } from '@pile/core';
 import type { Packr } from 'msgpackr';
 
 export const VALUE_STRING = 1;
@@ -62,8 +62,6 @@ export class ValueCodec<V> {
       this.set(Buffer.isBuffer(value) ? VALUE_BUFFER : VALUE_BYTES, value, undefined);
       return value.length;
     }
-    const bad = unstorableValue(value);
-    if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', `value: ${bad}`);
     const packed = this.pack(value);
     this.set(VALUE_MSGPACK, value, packed);
     return packed.length;
@@ -73,6 +71,10 @@ export class ValueCodec<V> {
   private pack(value: unknown): Buffer {
     encodeGuard.depth++;
     try {
+      // Entries are self-contained MessagePack without records, where a Map and a plain object
+      // are one msgpack map: a Map is refused rather than read back as an object.
+      const bad = genericValueFault(value, false);
+      if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', bad);
       return this.packr.pack(value);
     } catch (err) {
       throw err instanceof PileError ? err : new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);

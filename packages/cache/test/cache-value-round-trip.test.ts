@@ -24,6 +24,26 @@ describe('cache values that would not read back as they were put are refused', (
     }
   });
 
+  it('a Map, nested lone surrogates, -0, sparse arrays and class instances are refused with their path; Sets and Dates round-trip', () => {
+    const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+    try {
+      const t = cache.table<unknown>('t');
+      class Point { constructor(public x: number) {} }
+      expectPileError(() => t.put('m', new Map([['a', 1]])), 'PILE_SCHEMA_VIOLATION', 'value: a Map would read back as a plain object');
+      expectPileError(() => t.put('m', { inner: new Map() }), 'PILE_SCHEMA_VIOLATION', 'value.inner: a Map');
+      expectPileError(() => t.put('s', { list: ['ok', 'a\ud800'] }), 'PILE_SCHEMA_VIOLATION', 'value.list[1]: a string with a lone surrogate');
+      expectPileError(() => t.put('z', { n: -0 }), 'PILE_SCHEMA_VIOLATION', 'value.n: -0');
+      expectPileError(() => t.put('h', [1, , 2]), 'PILE_SCHEMA_VIOLATION', 'value[1]: a sparse array'); // eslint-disable-line no-sparse-arrays
+      expectPileError(() => t.put('c', { p: new Point(1) }), 'PILE_SCHEMA_VIOLATION', 'value.p: an instance of Point');
+      expect(t.count).to.equal(0);
+      const v = { s: new Set([1, 'a']), d: new Date(5), u: undefined };
+      t.put('ok', v);
+      expect(t.get('ok')).to.deep.equal(v);
+    } finally {
+      cache.close();
+    }
+  });
+
   it('a value or byte key larger than a segment is PILE_TOO_LARGE before anything is sized from it', function () {
     this.timeout(20_000);
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });

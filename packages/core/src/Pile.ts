@@ -16,7 +16,7 @@ import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './M
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
-import { illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
+import { genericValueFault, illFormedString, refuseFunction } from './ValueCheck';
 import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
@@ -254,6 +254,11 @@ export class Pile implements Iterable<PileEntry> {
   private catalogAddr = 0;
   private slot: CatalogSlot = { seq: 0, addr: 0 };
   private slotIndex: 0 | 1 = 1;
+  /**
+   * The catalog as it was before the generic value in progress added record structures to it:
+   * kept (its record not freed yet) until the value's write succeeds, put back if it fails.
+   */
+  private structuresUndo: { structures: unknown[]; addr: number } | undefined;
   private packrInstance: Packr | undefined;
   private readonly codecs = new Map<number, { name: string; codec: CompiledSchema<unknown> }>();
   /** Codecs compiled from stored layouts by inspect(), for schemas not registered here. */
@@ -386,14 +391,20 @@ export class Pile implements Iterable<PileEntry> {
    */
   put(value: unknown, opts?: { preallocate?: number }): PilePointer {
     this.writable();
+    const pre = opts === undefined ? undefined : opts.preallocate;
+    if (pre !== undefined && (!Number.isSafeInteger(pre) || pre < 0)) throw invalid('preallocate', `expected a non-negative integer, got ${String(pre)}`);
     this.prepare(value);
-    let room = this.pLen;
-    if (opts !== undefined && opts.preallocate !== undefined) {
-      const p = opts.preallocate;
-      if (!Number.isSafeInteger(p) || p < 0) throw invalid('preallocate', `expected a non-negative integer, got ${String(p)}`);
-      if (p > room) room = p;
+    const room = pre !== undefined && pre > this.pLen ? pre : this.pLen;
+    if (this.structuresUndo === undefined) return this.store(room, 0);
+    let ptr: PilePointer;
+    try {
+      ptr = this.store(room, 0);
+    } catch (err) {
+      this.undoStructures();
+      throw err;
     }
-    return this.store(room, 0);
+    this.keepStructures();
+    return ptr;
   }
 
   /**
@@ -451,8 +462,19 @@ export class Pile implements Iterable<PileEntry> {
     // The value first: encoding it runs the caller's code (getters, toJSON), which may read this
     // pile and so move the resolved-record fields that replace() works on.
     this.prepare(value);
-    this.resolve(ptr, true);
-    this.replace();
+    if (this.structuresUndo === undefined) {
+      this.resolve(ptr, true);
+      this.replace();
+      return;
+    }
+    try {
+      this.resolve(ptr, true);
+      this.replace();
+    } catch (err) {
+      this.undoStructures();
+      throw err;
+    }
+    this.keepStructures();
   }
 
   /**
@@ -1004,24 +1026,71 @@ export class Pile implements Iterable<PileEntry> {
       saveStructures: (structures: unknown) => {
         if (this.readonly) return false;
         const before = this.catalog.structures;
+        const oldAddr = this.catalogAddr;
         this.catalog.structures = [...(structures as unknown[])];
         try {
-          this.saveCatalog();
+          this.saveCatalog(this.structuresUndo !== undefined);
         } catch (err) {
           // Not persisted: msgpackr must forget the new shape, or later records would use an id
-          // that a reopened pile does not know. Reload the persisted list on the next pack.
+          // that a reopened pile does not know.
           this.catalog.structures = before;
-          const fresh: unknown[] & { uninitialized?: boolean; sharedLength?: number } = [];
-          fresh.uninitialized = true;
-          fresh.sharedLength = 0;
-          (packr as unknown as { structures: unknown }).structures = fresh;
+          this.forgetStructures();
           throw err;
         }
+        if (this.structuresUndo === undefined) this.structuresUndo = { structures: before, addr: oldAddr };
         return true;
       },
     } as never);
     this.packrInstance = packr;
     return packr;
+  }
+
+  /** msgpackr reloads the persisted structures on its next pack (its own list may hold unsaved ones). */
+  private forgetStructures(): void {
+    const fresh: unknown[] & { uninitialized?: boolean; sharedLength?: number } = [];
+    fresh.uninitialized = true;
+    fresh.sharedLength = 0;
+    (this.packrInstance as unknown as { structures: unknown }).structures = fresh;
+  }
+
+  /** The write of the value that added record structures succeeded: the catalog before it goes. */
+  private keepStructures(): void {
+    const addr = this.structuresUndo!.addr;
+    this.structuresUndo = undefined;
+    if (addr !== 0) this.release(addr);
+  }
+
+  /**
+   * The write of the value that added record structures failed: the catalog before it becomes
+   * current again (its record was kept), so neither memory nor the files keep the new shapes.
+   */
+  private undoStructures(): void {
+    const undo = this.structuresUndo!;
+    this.structuresUndo = undefined;
+    const added = this.catalog.structures;
+    this.catalog.structures = undo.structures;
+    this.forgetStructures();
+    if (!this.persistent) return;
+    try {
+      if (undo.addr === 0) {
+        // No catalog record before this value: save one without the new shapes.
+        this.saveCatalog();
+        return;
+      }
+      const which: 0 | 1 = this.slotIndex === 0 ? 1 : 0;
+      const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr: undo.addr };
+      this.meta!.writeSlot(which, next);
+      const addedAddr = this.catalogAddr;
+      this.slot = next;
+      this.slotIndex = which;
+      this.catalogAddr = undo.addr;
+      this.release(addedAddr);
+    } catch {
+      // The files could not be put back: the saved catalog stays current, listing shapes that no
+      // record uses, and memory keeps agreeing with it.
+      this.catalog.structures = added;
+      if (undo.addr !== 0 && undo.addr !== this.catalogAddr) this.release(undo.addr);
+    }
   }
 
   /** The codec of the layout stored for schema `id`, compiled once per pile (see inspect()). */
@@ -1089,15 +1158,18 @@ export class Pile implements Iterable<PileEntry> {
       this.pLen = value.length;
     } else {
       // pack() may persist new record structures through saveCatalog(), which reuses the scratch fields.
-      const bad = unstorableValue(value);
-      if (bad !== undefined) throw invalid('value', bad);
       let bytes: Buffer;
       // msgpackr's packing state is one per process: a pack inside a getter of the value being
       // packed would garble both. Writes are refused meanwhile (see EncodeGuard).
       GUARD.depth++;
       try {
+        const bad = genericValueFault(value, true);
+        if (bad !== undefined) throw new PileError('PILE_INVALID_OPTION', `option ${bad}`);
         bytes = this.packr.pack(value);
       } catch (err) {
+        // A pack that threw may have minted a structure it never saved; a later record of that
+        // shape would name an id the catalog does not list.
+        if (this.packrInstance !== undefined) this.forgetStructures();
         if (err instanceof PileError) throw err;
         throw invalid('value', `can not be encoded by msgpackr: ${(err as Error).message}`);
       } finally {
@@ -1479,7 +1551,8 @@ export class Pile implements Iterable<PileEntry> {
     }
   }
 
-  private saveCatalog(): void {
+  /** Writes the catalog and makes it current; `freeOld` false keeps the previous record for undoStructures(). */
+  private saveCatalog(freeOld = true): void {
     if (this.readonly) throw new PileError('PILE_READONLY', 'the pile is open read-only');
     if (!this.persistent) return;
     this.pKind = KIND_CATALOG;
@@ -1488,7 +1561,13 @@ export class Pile implements Iterable<PileEntry> {
     const json: CatalogJson = { roots: Object.fromEntries(c.roots), structures: c.structures, schemas: Object.fromEntries(c.schemas), nextSchemaId: c.nextSchemaId };
     this.pBytes = Buffer.from(JSON.stringify(json), 'utf8');
     this.pLen = this.pBytes.length;
-    const ptr = this.store(this.pLen, 0);
+    let ptr: PilePointer;
+    try {
+      ptr = this.store(this.pLen, 0);
+    } catch (err) {
+      if (!(err instanceof PileError) || err.code !== 'PILE_TOO_LARGE') throw err;
+      throw new PileError('PILE_TOO_LARGE', `the catalog (roots, schemas, msgpack record structures) would take ${this.pLen} bytes, more than one segment of ${this.segmentSize} bytes holds (segmentSize): the catalog is one record (docs/format.md, "Catalog size limit"); the change is undone, and writes that need no new catalog entry go on`);
+    }
     const segIdx = Math.floor(ptr / this.offsetDiv) % SEGMENT_DIV;
     const addr = segIdx * this.segmentSize + (ptr % this.offsetDiv) * 8;
     const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr };
@@ -1504,7 +1583,7 @@ export class Pile implements Iterable<PileEntry> {
     this.slot = next;
     this.slotIndex = which;
     this.catalogAddr = addr;
-    if (old !== 0) this.release(old);
+    if (old !== 0 && freeOld) this.release(old);
   }
 
   /** Reads the catalog the current slot names; false when the slot's record is not a valid catalog. */

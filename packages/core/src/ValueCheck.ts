@@ -50,6 +50,95 @@ export function unstorableValue(value: unknown): string | undefined {
   return undefined;
 }
 
+const TYPED_ARRAY_PROTOS: ReadonlySet<unknown> = new Set([
+  Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
+  Float32Array, Float64Array, BigInt64Array, BigUint64Array, DataView, Buffer,
+].map((c) => c.prototype));
+
+/** Prototypes msgpackr (with moreTypes) gives back as they were, contents included. */
+const LEAF_PROTOS: ReadonlySet<unknown> = new Set([Date.prototype, RegExp.prototype, ArrayBuffer.prototype, ...TYPED_ARRAY_PROTOS]);
+
+/**
+ * Why a generic value would not read back exactly as it was put, with the path of the first
+ * part at fault (`value.items[2].name: ...`), or undefined. One walk over the value, done before
+ * msgpackr packs it; nothing is allocated unless a fault is found. `maps` says whether a Map
+ * reads back as a Map (the pile's codec) or as a plain object (a cache's, which is refused).
+ * A cyclic value throws RangeError (the caller reports it as unencodable, as msgpackr would).
+ */
+export function genericValueFault(value: unknown, maps: boolean): string | undefined {
+  const f = walk(value, maps);
+  return f === undefined ? undefined : `value${f}`;
+}
+
+function walk(v: unknown, maps: boolean): string | undefined {
+  switch (typeof v) {
+    case 'string': {
+      const bad = (v as unknown as MaybeWellFormed).isWellFormed?.call(v) === true ? undefined : illFormedString(v);
+      return bad === undefined ? undefined : `: ${bad}`;
+    }
+    case 'number':
+      return v === 0 && 1 / v < 0 ? ': -0 would read back as 0 (MessagePack integers have no sign of zero); store 0, or use a typed schema' : undefined;
+    case 'object':
+      return v === null ? undefined : walkObject(v, maps);
+    case 'function':
+      return `: a function${v.name !== '' ? ` (${v.name})` : ''} can not be stored: it would read back as undefined`;
+    case 'symbol':
+      return ': a symbol can not be stored';
+    default:
+      return undefined;
+  }
+}
+
+function walkObject(o: object, maps: boolean): string | undefined {
+  const proto: unknown = Object.getPrototypeOf(o);
+  if (proto === Object.prototype || proto === null) {
+    for (const k in o) {
+      if (k === '__proto__') return '.__proto__: an own property named __proto__ would read back renamed (msgpackr guards against prototype pollution)';
+      const f = walk((o as Record<string, unknown>)[k], maps);
+      if (f !== undefined) return `${keyPath(k)}${f}`;
+    }
+    return undefined;
+  }
+  if (proto === Array.prototype) {
+    const a = o as unknown[];
+    for (let i = 0; i < a.length; i++) {
+      const e = a[i];
+      if (e === undefined && !(i in a)) return `[${i}]: a sparse array (a hole at index ${i}) would read back with undefined there; fill the holes`;
+      const f = walk(e, maps);
+      if (f !== undefined) return `[${i}]${f}`;
+    }
+    return undefined;
+  }
+  if (proto === Map.prototype) {
+    if (!maps) return ': a Map would read back as a plain object in a cache value; store Object.fromEntries(map) or an array of entries';
+    let i = 0;
+    for (const [k, e] of o as Map<unknown, unknown>) {
+      const f = walk(k, maps) ?? walk(e, maps);
+      if (f !== undefined) return `<entry ${i}>${f}`;
+      i++;
+    }
+    return undefined;
+  }
+  if (proto === Set.prototype) {
+    let i = 0;
+    for (const e of o as Set<unknown>) {
+      const f = walk(e, maps);
+      if (f !== undefined) return `<element ${i}>${f}`;
+      i++;
+    }
+    return undefined;
+  }
+  if (LEAF_PROTOS.has(proto)) return undefined;
+  const boxed = unstorableValue(o);
+  if (boxed !== undefined) return `: ${boxed}`;
+  const name = (o as { constructor?: { name?: unknown } }).constructor?.name;
+  return `: an instance of ${typeof name === 'string' && name !== '' ? name : 'a class'} would read back as a plain object (its prototype, methods and non-enumerable state lost); store a plain object or use a typed schema`;
+}
+
+function keyPath(k: string): string {
+  return /^[A-Za-z_$][\w$]*$/.test(k) ? `.${k}` : `[${JSON.stringify(k)}]`;
+}
+
 /** msgpackr's writeFunction: a function would be stored as undefined, so it is refused. */
 export function refuseFunction(code: 'PILE_INVALID_OPTION' | 'PILE_SCHEMA_VIOLATION'): (fn: unknown) => never {
   return (fn: unknown) => {

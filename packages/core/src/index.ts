@@ -11,6 +11,6 @@ export { compileDescriptor, compileSchema, isCompatibleEvolution } from './Schem
 export type { CompiledSchema, SchemaDescriptor } from './SchemaCompiler';
 export type { InlineRead } from './SchemaCodegen';
 export { encodeGuard, reentrantError } from './EncodeGuard';
-export { illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
+export { genericValueFault, illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
 export { RAW_PREFIX } from './BlockFormat';
 export { fmix32 } from './Checksum';

@@ -38,4 +38,65 @@ describe('values that would not read back as they were put are refused', () => {
     expect(pile.stats.objectCount).to.equal(2);
     expect(pile.verify().ok).to.equal(true);
   });
+
+  it('nested values that would change are refused with their path; nothing is written', () => {
+    class Point { constructor(public x: number) {} }
+    const cases: [unknown, string][] = [
+      [{ a: { s: 'x\ud800' } }, 'value.a.s: a string with a lone surrogate'],
+      [['ok', ['\udc00']], 'value[1][0]: a string with a lone surrogate'],
+      [{ n: -0 }, 'value.n: -0 would read back as 0'],
+      [-0, 'value: -0'],
+      [[1, , 3], 'value[1]: a sparse array'], // eslint-disable-line no-sparse-arrays
+      [{ list: new Array(3) }, 'value.list[0]: a sparse array'],
+      [new Point(1), 'value: an instance of Point'],
+      [{ p: [new Point(2)] }, 'value.p[0]: an instance of Point'],
+      [{ e: new Error('x') }, 'value.e: an instance of Error'],
+      [{ s: new String('x') }, 'value.s: a boxed String'],
+      [JSON.parse('{"__proto__": {"x": 1}}'), 'value.__proto__: an own property named __proto__'],
+      [{ m: new Map([['k', 'a\ud800']]) }, 'value.m<entry 0>: a string with a lone surrogate'],
+      [new Set([{ n: -0 }]), 'value<element 0>.n: -0'],
+      [{ 'a b': Symbol('s') }, 'value["a b"]: a symbol'],
+      [{ deep: { f: () => 1 } }, 'value.deep.f: a function'],
+    ];
+    for (const [v, msg] of cases) expectPileError(() => pile.put(v), 'PILE_INVALID_OPTION', msg);
+    const p = pile.put({ ok: 1 });
+    expectPileError(() => pile.set(p, { ok: -0 }), 'PILE_INVALID_OPTION', 'value.ok: -0');
+    expect(pile.get(p)).to.deep.equal({ ok: 1 });
+    expect(pile.stats.objectCount).to.equal(1);
+    expect(pile.verify().ok).to.equal(true);
+  });
+
+  it('Maps, Sets, Dates, typed arrays, null-prototype objects and undefined round-trip exactly', () => {
+    const v = {
+      m: new Map<unknown, unknown>([['a', 1], [2, { b: [1, 2] }]]),
+      s: new Set(['x', 3]),
+      d: new Date(1234),
+      f: new Float64Array([1.5, -2]),
+      b: Buffer.from('hi'),
+      u: new Uint8Array([1, 2]),
+      big: 2n ** 70n,
+      undef: undefined,
+      arr: [undefined, null, 0, NaN],
+    };
+    const got = pile.get<typeof v>(pile.put(v));
+    expect(got.m).to.be.instanceOf(Map);
+    expect([...got.m]).to.deep.equal([...v.m]);
+    expect(got.s).to.be.instanceOf(Set);
+    expect(Buffer.isBuffer(got.b)).to.equal(true);
+    expect(Buffer.isBuffer(got.u)).to.equal(false);
+    expect(got).to.deep.equal(v);
+    expect(Object.keys(got)).to.include('undef');
+    const top = pile.get(pile.put(new Map([['k', 'v']])));
+    expect(top).to.be.instanceOf(Map);
+    const bare = Object.assign(Object.create(null) as object, { a: 1 });
+    expect(pile.get(pile.put(bare))).to.deep.equal({ a: 1 });
+  });
+
+  it('a cyclic value is refused as PILE_INVALID_OPTION, not a RangeError', () => {
+    const a: Record<string, unknown> = { x: 1 };
+    a.self = a;
+    expectPileError(() => pile.put(a), 'PILE_INVALID_OPTION');
+    expect(pile.stats.objectCount).to.equal(0);
+  });
 });
+

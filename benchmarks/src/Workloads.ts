@@ -3,13 +3,14 @@ import { cacheWorkload } from './CacheWorkload';
 import { codecWorkload } from './CodecWorkload';
 import { gcWorkload } from './GcWorkload';
 import { insertWorkload } from './InsertWorkload';
+import { multiprocessWorkload } from './MultiprocessWorkload';
 import { restartWorkload } from './RestartWorkload';
 import { scaleWorkload } from './ScaleWorkload';
 import { syncWorkload } from './SyncWorkload';
 import type { Workload } from './Workload';
 
 /** Every workload, in the order `bench` runs them and the report lists them. */
-export const WORKLOADS: readonly Workload[] = [gcWorkload, codecWorkload, insertWorkload, restartWorkload, cacheWorkload, boundedCacheWorkload, syncWorkload, scaleWorkload];
+export const WORKLOADS: readonly Workload[] = [gcWorkload, codecWorkload, insertWorkload, restartWorkload, cacheWorkload, boundedCacheWorkload, syncWorkload, scaleWorkload, multiprocessWorkload];
 
 export function findWorkload(name: string): Workload {
   const w = WORKLOADS.find((x) => x.name === name);

@@ -1,29 +1,24 @@
 import { expect } from 'chai';
 import { z } from 'zod';
-import { openPile, type Pile } from '@pile/core';
 import { PileGraph, PileList, openGraph, openList } from '../src';
-import { SEGMENT, expectPileError } from './helpers';
+import { eachMemoryPile, expectPileError } from './helpers';
 
 describe('graph entry points and names', () => {
-  let pile: Pile;
-  beforeEach(() => {
-    pile = openPile({ segmentSize: SEGMENT });
-  });
-  afterEach(() => pile.close());
+  const t = eachMemoryPile();
 
   it('openList and openGraph open what PileList.open and PileGraph.open open, by name', () => {
-    const l = openList(pile, 'jobs', { schema: z.object({ id: z.number() }) });
+    const l = openList(t.pile, 'jobs', { schema: z.object({ id: z.number() }) });
     l.append({ id: 1 });
-    expect([...PileList.open(pile, 'jobs', { schema: z.object({ id: z.number() }) }).values()]).to.deep.equal([{ id: 1 }]);
-    const g = openGraph<string, number>(pile, 'g');
+    expect([...PileList.open(t.pile, 'jobs', { schema: z.object({ id: z.number() }) }).values()]).to.deep.equal([{ id: 1 }]);
+    const g = openGraph<string, number>(t.pile, 'g');
     const a = g.addNode('a');
     const b = g.addNode('b');
     g.addEdge(a, b, 7);
-    expect(PileGraph.open<string, number>(pile, 'g').edge(a, b)).to.equal(7);
+    expect(PileGraph.open<string, number>(t.pile, 'g').edge(a, b)).to.equal(7);
   });
 
   it('delete, deleteNode and deleteEdge, with remove, removeNode and removeEdge kept as aliases', () => {
-    const l = openList<string>(pile, 'l');
+    const l = openList<string>(t.pile, 'l');
     const x = l.append('x');
     const y = l.append('y');
     l.delete(x);
@@ -32,7 +27,7 @@ describe('graph entry points and names', () => {
     expect(l.length).to.equal(0);
     expectPileError(() => l.get(x), 'PILE_STALE_POINTER');
 
-    const g = openGraph<string>(pile, 'g');
+    const g = openGraph<string>(t.pile, 'g');
     const [a, b, c] = ['a', 'b', 'c'].map((n) => g.addNode(n)) as [never, never, never];
     g.addEdge(a, b);
     g.addEdge(b, c);

@@ -1,18 +1,14 @@
 import { expect } from 'chai';
 import { z } from 'zod';
-import { openPile, type Pile, type PilePointer } from '@pile/core';
+import { openPile, type PilePointer } from '@pile/core';
 import { PileGraph } from '../src';
-import { SEGMENT, expectPileError, removeDir, tempDir } from './helpers';
+import { SEGMENT, eachMemoryPile, eachTempDir, expectPileError } from './helpers';
 
 describe('PileGraph operations', () => {
-  let pile: Pile;
-  beforeEach(() => {
-    pile = openPile({ segmentSize: SEGMENT });
-  });
-  afterEach(() => pile.close());
+  const t = eachMemoryPile();
 
   it('stores node data and reads it back by id', () => {
-    const g = PileGraph.open<{ name: string } | string>(pile, 'g');
+    const g = PileGraph.open<{ name: string } | string>(t.pile, 'g');
     const a = g.addNode({ name: 'ada' });
     const b = g.addNode('plain string');
     expect(g.getNode(a)).to.deep.equal({ name: 'ada' });
@@ -22,7 +18,7 @@ describe('PileGraph operations', () => {
   });
 
   it('setNode replaces data in place and keeps id and edges, also when the value grows', () => {
-    const g = PileGraph.open<string>(pile, 'g');
+    const g = PileGraph.open<string>(t.pile, 'g');
     const a = g.addNode('a');
     const b = g.addNode('b');
     g.addEdge(a, b);
@@ -34,7 +30,7 @@ describe('PileGraph operations', () => {
   });
 
   it('adds, finds and removes edges with and without data', () => {
-    const g = PileGraph.open<number, { w: number }>(pile, 'g');
+    const g = PileGraph.open<number, { w: number }>(t.pile, 'g');
     const [a, b, c] = [g.addNode(1), g.addNode(2), g.addNode(3)];
     g.addEdge(a, b, { w: 7 });
     g.addEdge(b, c);
@@ -51,7 +47,7 @@ describe('PileGraph operations', () => {
   });
 
   it('adding an existing edge replaces its data; undefined clears it; no duplicate edge', () => {
-    const g = PileGraph.open<number, string>(pile, 'g');
+    const g = PileGraph.open<number, string>(t.pile, 'g');
     const [a, b] = [g.addNode(1), g.addNode(2)];
     g.addEdge(a, b, 'one');
     g.addEdge(a, b, 'two, and longer than the first one by a good margin');
@@ -66,7 +62,7 @@ describe('PileGraph operations', () => {
   });
 
   it('neighbors and degree by direction, self-loops included once per neighbor', () => {
-    const g = PileGraph.open<string>(pile, 'g');
+    const g = PileGraph.open<string>(t.pile, 'g');
     const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((s) => g.addNode(s)) as [PilePointer, PilePointer, PilePointer, PilePointer];
     g.addEdge(a, b);
     g.addEdge(a, c);
@@ -85,7 +81,7 @@ describe('PileGraph operations', () => {
   });
 
   it('handles a node with tens of thousands of edges (hash tables grow and shrink)', () => {
-    const g = PileGraph.open<number>(pile, 'g');
+    const g = PileGraph.open<number>(t.pile, 'g');
     const hub = g.addNode(-1);
     const leaves: PilePointer[] = [];
     for (let i = 0; i < 20000; i++) {
@@ -100,16 +96,16 @@ describe('PileGraph operations', () => {
       expect(g.hasEdge(hub, leaves[i]!)).to.equal(true);
       expect(g.hasEdge(leaves[i]!, hub)).to.equal(i % 2 === 0);
     }
-    const before = pile.stats.allocatedBytes;
+    const before = t.pile.stats.allocatedBytes;
     for (let i = 0; i < 19990; i++) g.removeEdge(hub, leaves[i]!);
     expect(g.degree(hub)).to.equal(10);
-    expect(pile.stats.allocatedBytes).to.be.lessThan(before - 200_000); // the 20k-slot table moved to a small block
+    expect(t.pile.stats.allocatedBytes).to.be.lessThan(before - 200_000); // the 20k-slot table moved to a small block
     expect(new Set(g.neighbors(hub))).to.deep.equal(new Set(leaves.slice(19990)));
   });
 
   it('removeNode removes its edges both ways, frees its space, and its id goes stale', () => {
-    const g = PileGraph.open<string, string>(pile, 'g');
-    const base = pile.stats.objectCount;
+    const g = PileGraph.open<string, string>(t.pile, 'g');
+    const base = t.pile.stats.objectCount;
     const [a, b, c] = [g.addNode('a'), g.addNode('b'), g.addNode('c')];
     g.addEdge(a, b, 'ab');
     g.addEdge(b, a, 'ba');
@@ -127,12 +123,12 @@ describe('PileGraph operations', () => {
     expect(g.hasNode(b)).to.equal(false);
     g.removeNode(a);
     g.removeNode(c);
-    expect(pile.stats.objectCount).to.equal(base);
-    expect(pile.verify().ok).to.equal(true);
+    expect(t.pile.stats.objectCount).to.equal(base);
+    expect(t.pile.verify().ok).to.equal(true);
   });
 
   it('traverses lazily: bfs depths are shortest distances, dfs goes deep first, maxDepth and direction apply', () => {
-    const g = PileGraph.open<string>(pile, 'g');
+    const g = PileGraph.open<string>(t.pile, 'g');
     const n: Record<string, PilePointer> = {};
     for (const s of ['a', 'b', 'c', 'd', 'e', 'f']) n[s] = g.addNode(s);
     const e = (x: string, y: string): void => g.addEdge(n[x]!, n[y]!);
@@ -160,7 +156,7 @@ describe('PileGraph operations', () => {
   });
 
   it('nodes() yields every node once and tolerates removing the current node', () => {
-    const g = PileGraph.open<number>(pile, 'g');
+    const g = PileGraph.open<number>(t.pile, 'g');
     const ids = new Set<PilePointer>();
     for (let i = 0; i < 50; i++) ids.add(g.addNode(i));
     expect(new Set(g.nodes())).to.deep.equal(ids);
@@ -175,11 +171,11 @@ describe('PileGraph operations', () => {
   });
 
   it('rejects pointers that are not nodes of this graph', () => {
-    const g = PileGraph.open<number>(pile, 'g');
-    const h = PileGraph.open<number>(pile, 'h');
+    const g = PileGraph.open<number>(t.pile, 'g');
+    const h = PileGraph.open<number>(t.pile, 'h');
     const a = g.addNode(1);
     const x = h.addNode(2);
-    const rec = pile.put({ not: 'a node' });
+    const rec = t.pile.put({ not: 'a node' });
     expectPileError(() => g.getNode(x), 'PILE_INVALID_POINTER', /not a node of graph 'g'/);
     expectPileError(() => g.addEdge(a, x), 'PILE_INVALID_POINTER');
     expectPileError(() => g.getNode(rec), 'PILE_INVALID_POINTER');
@@ -188,36 +184,36 @@ describe('PileGraph operations', () => {
   });
 
   it('validates open options', () => {
-    expectPileError(() => PileGraph.open(pile, ''), 'PILE_INVALID_OPTION', /name/);
-    expectPileError(() => PileGraph.open(pile, 'g', { nodeSchema: 5 } as never), 'PILE_INVALID_OPTION', /nodeSchema/);
-    expectPileError(() => PileGraph.open(pile, 'g', { colour: 'red' } as never), 'PILE_INVALID_OPTION', /colour/);
-    pile.put('x');
-    pile.setRoot('graph:bogus', pile.put('not a graph'));
-    expectPileError(() => PileGraph.open(pile, 'bogus'), 'PILE_CORRUPT', /graph:bogus/);
+    expectPileError(() => PileGraph.open(t.pile, ''), 'PILE_INVALID_OPTION', /name/);
+    expectPileError(() => PileGraph.open(t.pile, 'g', { nodeSchema: 5 } as never), 'PILE_INVALID_OPTION', /nodeSchema/);
+    expectPileError(() => PileGraph.open(t.pile, 'g', { colour: 'red' } as never), 'PILE_INVALID_OPTION', /colour/);
+    t.pile.put('x');
+    t.pile.setRoot('graph:bogus', t.pile.put('not a graph'));
+    expectPileError(() => PileGraph.open(t.pile, 'bogus'), 'PILE_CORRUPT', /graph:bogus/);
   });
 
   it('typed node and edge schemas use the compiled codec and reject bad values', () => {
     const User = z.object({ handle: z.string(), age: z.number() });
     const Follow = z.object({ since: z.number() });
-    const g = PileGraph.open(pile, 'typed', { nodeSchema: User, edgeSchema: Follow });
+    const g = PileGraph.open(t.pile, 'typed', { nodeSchema: User, edgeSchema: Follow });
     const a = g.addNode({ handle: 'ada', age: 36 });
     const b = g.addNode({ handle: 'bob', age: 40 });
     g.addEdge(a, b, { since: 2020 });
     expect(g.getNode(a)).to.deep.equal({ handle: 'ada', age: 36 });
     expect(g.edge(a, b)).to.deep.equal({ since: 2020 });
-    const objects = pile.stats.objectCount;
+    const objects = t.pile.stats.objectCount;
     expectPileError(() => g.addNode({ handle: 7 } as never), 'PILE_SCHEMA_VIOLATION');
     expectPileError(() => g.addEdge(b, a, { since: 'then' } as never), 'PILE_SCHEMA_VIOLATION');
-    expect(pile.stats.objectCount).to.equal(objects);
+    expect(t.pile.stats.objectCount).to.equal(objects);
     expect(g.nodeCount).to.equal(2);
     expect(g.edgeCount).to.equal(1);
-    expect([...pile.entries()].filter((e) => e.kind === 'typed')).to.have.length(3);
+    expect([...t.pile.entries()].filter((e) => e.kind === 'typed')).to.have.length(3);
   });
 
   it('throws PILE_CLOSED after the pile is closed', () => {
-    const g = PileGraph.open<number>(pile, 'g');
+    const g = PileGraph.open<number>(t.pile, 'g');
     const a = g.addNode(1);
-    pile.close();
+    t.pile.close();
     expectPileError(() => g.getNode(a), 'PILE_CLOSED');
     expectPileError(() => g.addNode(2), 'PILE_CLOSED');
     expectPileError(() => g.nodeCount, 'PILE_CLOSED');
@@ -226,14 +222,10 @@ describe('PileGraph operations', () => {
 });
 
 describe('PileGraph persistence', () => {
-  let dir: string;
-  beforeEach(() => {
-    dir = tempDir();
-  });
-  afterEach(() => removeDir(dir));
+  const tmp = eachTempDir();
 
   it('survives close and reopen: nodes, edges, data, counters, ids', () => {
-    let pile = openPile({ dir, segmentSize: SEGMENT });
+    let pile = openPile({ dir: tmp.dir, segmentSize: SEGMENT });
     let g = PileGraph.open<string, number>(pile, 'g');
     const a = g.addNode('a');
     const b = g.addNode('b');
@@ -243,7 +235,7 @@ describe('PileGraph persistence', () => {
     g.addEdge(c, a);
     g.removeNode(c);
     pile.close();
-    pile = openPile({ dir });
+    pile = openPile({ dir: tmp.dir });
     g = PileGraph.open<string, number>(pile, 'g');
     expect(g.nodeCount).to.equal(2);
     expect(g.edgeCount).to.equal(1);
@@ -257,13 +249,13 @@ describe('PileGraph persistence', () => {
   });
 
   it('reads in a read-only pile and refuses writes', () => {
-    let pile = openPile({ dir, segmentSize: SEGMENT });
+    let pile = openPile({ dir: tmp.dir, segmentSize: SEGMENT });
     const g = PileGraph.open<string>(pile, 'g');
     const a = g.addNode('a');
     const b = g.addNode('b');
     g.addEdge(a, b);
     pile.close();
-    pile = openPile({ dir, readonly: true });
+    pile = openPile({ dir: tmp.dir, readonly: true });
     const r = PileGraph.open<string>(pile, 'g');
     expect([...r.neighbors(a)]).to.deep.equal([b]);
     expectPileError(() => r.addNode('c'), 'PILE_READONLY');

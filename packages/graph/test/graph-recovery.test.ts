@@ -6,7 +6,7 @@ import { PileGraph, PileList } from '../src';
 import {
   GRAPH_SCENARIOS, LIST_SCENARIOS, buildBase, buildList, graphProblems, injectFault, shapeOf, type GraphShape,
 } from './fixtures/scenarios';
-import { SEGMENT, removeDir, tempDir } from './helpers';
+import { SEGMENT, eachTempDir } from './helpers';
 
 class Interrupted extends Error {}
 const interrupt = (): never => {
@@ -91,18 +91,14 @@ describe('PileGraph and PileList across processes', function () {
   const child = path.join(__dirname, 'fixtures', 'graph-child.ts');
   const runChild = (...args: string[]): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } =>
     spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', child, ...args], { encoding: 'utf8', cwd: path.join(__dirname, '..') });
-  let dir: string;
-  beforeEach(() => {
-    dir = tempDir();
-  });
-  afterEach(() => removeDir(dir));
+  const tmp = eachTempDir();
 
   it('a graph built in one process is traversed in another', () => {
     const n = 3000;
-    const r = runChild('build', dir, String(n));
+    const r = runChild('build', tmp.dir, String(n));
     expect(r.status, r.stderr).to.equal(0);
     const { ids } = JSON.parse(r.stdout) as { ids: number[] };
-    const pile = openPile({ dir });
+    const pile = openPile({ dir: tmp.dir });
     try {
       const g = PileGraph.open<{ i: number }, number>(pile, 'ring');
       const start = pile.getRoot('ring:start')!;
@@ -128,9 +124,9 @@ describe('PileGraph and PileList across processes', function () {
   const kills: [string, string, number][] = [['graph', 'removeHub', 9], ['graph', 'addEdgeGrowsTable', 7], ['list', 'removeMiddle', 5]];
   for (const [kind, scenario, k] of kills) {
     it(`recovers after SIGKILL in the middle of ${kind} ${scenario}`, () => {
-      const r = runChild('kill', dir, kind, scenario, String(k));
+      const r = runChild('kill', tmp.dir, kind, scenario, String(k));
       expect(r.signal, r.stderr + r.stdout).to.equal('SIGKILL');
-      const pile = openPile({ dir });
+      const pile = openPile({ dir: tmp.dir });
       try {
         expect(pile.lastRecovery.ran).to.equal(true);
         if (kind === 'graph') {

@@ -1,15 +1,12 @@
 import { expect } from 'chai';
-import { openPile, type Pile } from '@pile/core';
 import { PileGraph, PileList } from '../src';
-import { expectPileError } from './helpers';
+import { eachMemoryPile, expectPileError } from './helpers';
 
 describe('graph and list values whose code calls back', () => {
-  let pile: Pile;
-  beforeEach(() => { pile = openPile({ segmentSize: 1 << 20 }); });
-  afterEach(() => pile.close());
+  const t = eachMemoryPile();
 
   it('a getter may read the graph; a write from it is refused with PILE_REENTRANT and changes nothing', () => {
-    const g = PileGraph.open<unknown, unknown>(pile, 'g');
+    const g = PileGraph.open<unknown, unknown>(t.pile, 'g');
     const a = g.addNode({ n: 'a' });
     const b = g.addNode({ n: 'b' });
     g.addEdge(a, b, { w: 1 });
@@ -22,10 +19,10 @@ describe('graph and list values whose code calls back', () => {
     expect(g.nodeCount).to.equal(3);
     expect(g.edgeCount).to.equal(1);
     expect(g.getNode(c)).to.deep.equal({ n: 'after a' });
-    const l = PileList.open<unknown>(pile, 'l');
+    const l = PileList.open<unknown>(t.pile, 'l');
     l.append('first');
     expectPileError(() => l.append({ get v() { l.remove(l.first!); return 1; } }), 'PILE_REENTRANT');
     expect([...l.values()]).to.deep.equal(['first']);
-    expect(pile.verify().ok).to.equal(true);
+    expect(t.pile.verify().ok).to.equal(true);
   });
 });

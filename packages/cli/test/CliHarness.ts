@@ -51,3 +51,19 @@ export function tempDir(prefix: string): { dir: string; remove: () => void } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `pile-cli-${prefix}-`));
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
+
+/**
+ * The hooks of a suite that runs the CLI on files: builds it once, and gives each test a fresh temp
+ * directory (as `holder.dir`, prefix `prefix`), removed after the test. Call it in the describe's body.
+ */
+export function cliSuite(prefix: string): { readonly dir: string } {
+  const holder = { dir: '' };
+  let current: ReturnType<typeof tempDir> | undefined;
+  before(buildCli);
+  beforeEach(() => {
+    current = tempDir(prefix);
+    holder.dir = current.dir;
+  });
+  afterEach(() => current!.remove());
+  return holder;
+}

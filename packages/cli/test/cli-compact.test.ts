@@ -2,15 +2,12 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openPile, type PilePointer } from '@pile/core';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 
 const segFiles = (dir: string): string[] => fs.readdirSync(dir).filter((f) => f.startsWith('seg-'));
 
 describe('pile compact', function () {
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
-  beforeEach(() => (t = tempDir('compact')));
-  afterEach(() => t.remove());
+  const t = cliSuite('compact');
 
   it('releases emptied trailing segments and keeps every live record', async () => {
     const dir = path.join(t.dir, 'p');

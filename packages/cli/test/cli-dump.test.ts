@@ -2,14 +2,12 @@ import { expect } from 'chai';
 import * as path from 'node:path';
 import { openPile } from '@pile/core';
 import { z } from 'zod';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 
 describe('pile dump', function () {
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
+  const t = cliSuite('dump');
   let dir: string;
   beforeEach(() => {
-    t = tempDir('dump');
     dir = path.join(t.dir, 'p');
     const pile = openPile({ dir, segmentSize: 1 << 20 });
     pile.setRoot('config', pile.put({ name: 'alpha', tags: ['x', 'y'], big: 10n }));
@@ -20,7 +18,6 @@ describe('pile dump', function () {
     for (let i = 0; i < 20; i++) pile.put({ i });
     pile.close();
   });
-  afterEach(() => t.remove());
 
   it('prints every record decoded, typed ones by their stored layout, with hex for bytes', async () => {
     const r = await runCli(['dump', dir]);

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import * as path from 'node:path';
 import { openPile, type PilePointer } from '@pile/core';
 import { openCache } from '@pile/cache';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 
 /** Byte of an entry record that says how its value is encoded (docs/cache.md, Entry). */
 const E_VALUE_KIND = 33;
@@ -26,10 +26,7 @@ function damagedTable(dir: string, damaged: string[]): void {
 }
 
 describe('pile export of a damaged table', function () {
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
-  beforeEach(() => (t = tempDir('damaged')));
-  afterEach(() => t.remove());
+  const t = cliSuite('damaged');
 
   it('stops at the first damaged entry, printing its error code once', async () => {
     const dir = path.join(t.dir, 'pile');

@@ -4,7 +4,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openCache } from '@pile/cache';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 import { zodOfShape } from '../src/FlatSchema';
 
 const SHAPE = { id: 'int', name: 'string', price: 'number', active: 'boolean', note: 'string?' };
@@ -28,10 +28,7 @@ async function writeRecords(file: string, n: number, format: 'ndjson' | 'array',
 }
 
 describe('pile import / export', function () {
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
-  beforeEach(() => (t = tempDir('import')));
-  afterEach(() => t.remove());
+  const t = cliSuite('import');
 
   it('imports an array with a schema and an NDJSON file without one, and exports them back', async () => {
     const dir = path.join(t.dir, 'pile');

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openCache } from '@pile/cache';
-import { REPO, buildCli, runCli, tempDir } from './CliHarness';
+import { buildCli, cliSuite, REPO, runCli, tempDir } from './CliHarness';
 
 /** A pile with one table of 3 entries in `dir`. */
 function smallPile(dir: string): void {
@@ -14,10 +14,7 @@ function smallPile(dir: string): void {
 
 describe('pile resolves relative paths from where it is run', function () {
   this.timeout(120_000);
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
-  beforeEach(() => (t = tempDir('paths')));
-  afterEach(() => t.remove());
+  const t = cliSuite('paths');
 
   it('run from a subfolder, with relative paths for the pile, stdin and --schema', async () => {
     const sub = path.join(t.dir, 'project', 'sub');

@@ -2,13 +2,10 @@ import { expect } from 'chai';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { openCache } from '@pile/cache';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 
 describe('pile stats', function () {
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
-  beforeEach(() => (t = tempDir('stats')));
-  afterEach(() => t.remove());
+  const t = cliSuite('stats');
 
   it('counts the entries of a typed table that a program made, without knowing its schema', async () => {
     const dir = path.join(t.dir, 'pile');

@@ -2,18 +2,15 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openCache } from '@pile/cache';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 
 describe('pile tables, drop-table, dump --table and import duplicates', function () {
   this.timeout(120_000);
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
+  const t = cliSuite('tables');
   let dir: string;
   beforeEach(() => {
-    t = tempDir('tables');
     dir = path.join(t.dir, 'pile');
   });
-  afterEach(() => t.remove());
 
   function file(name: string, text: string): string {
     const f = path.join(t.dir, name);

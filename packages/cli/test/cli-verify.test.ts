@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openPile } from '@pile/core';
-import { buildCli, runCli, tempDir } from './CliHarness';
+import { cliSuite, runCli } from './CliHarness';
 
 const MARKER = 'record-to-damage-0123456789';
 
@@ -25,10 +25,7 @@ function damage(dir: string): string {
 }
 
 describe('pile verify', function () {
-  before(buildCli);
-  let t: ReturnType<typeof tempDir>;
-  beforeEach(() => (t = tempDir('verify')));
-  afterEach(() => t.remove());
+  const t = cliSuite('verify');
 
   it('exits 0 and says ok on a clean pile', async () => {
     const dir = path.join(t.dir, 'p');

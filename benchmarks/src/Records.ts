@@ -1,14 +1,5 @@
 import { z } from 'zod';
 
-/** The record of the GC, codec, restart and cache workloads: five fields, a ~30-character name. */
-export interface Product {
-  id: number;
-  name: string;
-  price: number;
-  score: number;
-  active: boolean;
-}
-
 export const ProductSchema = z.object({
   id: z.number().int(),
   name: z.string(),
@@ -16,6 +7,9 @@ export const ProductSchema = z.object({
   score: z.number(),
   active: z.boolean(),
 });
+
+/** The record of the GC, codec, restart and cache workloads: five fields, a ~30-character name. */
+export type Product = z.infer<typeof ProductSchema>;
 
 /** The i-th product: a fresh object each call, as a loader building records from rows would make. */
 export function product(i: number): Product {
@@ -28,17 +22,6 @@ export function product(i: number): Product {
   };
 }
 
-/** The 7-field "Person" of the .NET pile's insert benchmark. */
-export interface Person {
-  id: number;
-  firstName: string;
-  lastName: string;
-  email: string;
-  born: number;
-  salary: number;
-  active: boolean;
-}
-
 export const PersonSchema = z.object({
   id: z.number().int(),
   firstName: z.string(),
@@ -48,6 +31,9 @@ export const PersonSchema = z.object({
   salary: z.number(),
   active: z.boolean(),
 });
+
+/** The 7-field "Person" of the .NET pile's insert benchmark. */
+export type Person = z.infer<typeof PersonSchema>;
 
 const FIRST = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Frances', 'Ken', 'Radia', 'Linus'];
 const LAST = ['Lovelace', 'Hopper', 'Turing', 'Dijkstra', 'Liskov', 'Knuth', 'Allen', 'Thompson', 'Perlman', 'Torvalds'];

@@ -1,10 +1,8 @@
 import type { PilePointer } from '@pile/core';
 import { TOMBSTONE, capacityOf, findSlot, slotIndex } from './AdjacencyTable';
 import { PointerSet } from './PointerSet';
-import {
-  A_LIVE, A_SLOTS, A_USED, G_EDGES, G_FIRST, G_NODES, N_DATA, N_IN, N_NEXT, N_OUT, N_PREV, N_WORDS, OP_ADD_NODE, OP_EDGE,
-  OP_REMOVE_NODE, OUT_WIDTH, TAG_IN, TAG_NODE, TAG_OUT,
-} from './RawLayout';
+import { A_LIVE, A_SLOTS, A_USED, G_EDGES, G_FIRST, G_NODES, N_DATA, N_IN, N_NEXT, N_OUT, N_PREV, N_WORDS, OUT_WIDTH } from './RawLayout';
+import { OP_ADD_NODE, OP_EDGE, OP_REMOVE_NODE, TAG_IN, TAG_NODE, TAG_OUT } from './RawLayout';
 import type { Intent, RawStructure } from './RawStructure';
 import type { NodeTables } from './NodeTables';
 import { safeDelete, safeHas } from './SafeOps';

@@ -39,7 +39,8 @@ export function checkDirection(direction: unknown): asserts direction is Directi
 export function traverseOptions(options: TraverseOptions): Required<TraverseOptions> {
   checkOptions(options, ['order', 'direction', 'maxDepth']);
   const { order = 'bfs', direction = 'out', maxDepth = Infinity } = options;
-  if (order !== 'bfs' && order !== 'dfs') throw new PileError('PILE_INVALID_OPTION', `option order: expected 'bfs' or 'dfs', got ${String(order)}`);
+  if (order !== 'bfs' && order !== 'dfs')
+    throw new PileError('PILE_INVALID_OPTION', `option order: expected 'bfs' or 'dfs', got ${String(order)}`);
   checkDirection(direction);
   if (typeof maxDepth !== 'number' || !(maxDepth >= 0) || (maxDepth !== Infinity && !Number.isInteger(maxDepth))) {
     throw new PileError('PILE_INVALID_OPTION', `option maxDepth: expected a non-negative integer or Infinity, got ${String(maxDepth)}`);
@@ -54,25 +55,31 @@ export function traverseOptions(options: TraverseOptions): Required<TraverseOpti
  * depth is along the search tree. Both yield every reachable node once, skip nodes removed
  * while the walk was paused, and read a node's edges when it is expanded, right after its yield.
  */
-export function* traverseGraph(raw: RawStructure, start: PilePointer, order: 'bfs' | 'dfs', direction: Direction, maxDepth: number): IterableIterator<TraversalStep> {
+export function* traverseGraph(
+  raw: RawStructure,
+  start: PilePointer,
+  order: 'bfs' | 'dfs',
+  direction: Direction,
+  maxDepth: number,
+): IterableIterator<TraversalStep> {
   const bfs = order === 'bfs';
   const epoch = raw.state.epoch;
-  const visited = new PointerSet();
-  const frontier = new PointerDeque();
+  const walk = new Frontier(raw, bfs, direction);
+  const { visited, pending } = walk;
   if (bfs) visited.add(start);
-  frontier.push(start, 0);
-  while (frontier.length > 0) {
+  pending.push(start, 0);
+  while (pending.length > 0) {
     raw.open();
     let p: PilePointer;
     let depth: number;
     if (bfs) {
-      p = frontier.front() as PilePointer;
-      depth = frontier.frontDepth();
-      frontier.shift();
+      p = pending.front() as PilePointer;
+      depth = pending.frontDepth();
+      pending.shift();
     } else {
-      p = frontier.back() as PilePointer;
-      depth = frontier.backDepth();
-      frontier.pop();
+      p = pending.back() as PilePointer;
+      depth = pending.backDepth();
+      pending.pop();
       if (visited.has(p)) continue;
     }
     if (raw.state.epoch !== epoch && !raw.pile.has(p)) continue;
@@ -81,33 +88,47 @@ export function* traverseGraph(raw: RawStructure, start: PilePointer, order: 'bf
     if (depth >= maxDepth) continue;
     raw.open();
     if (raw.state.epoch !== epoch && !raw.pile.has(p)) continue;
-    expand(raw, p, direction, depth + 1, visited, frontier, bfs);
+    walk.expand(p, depth + 1);
   }
 }
 
-/** Pushes the unvisited neighbors of `p`; `mark` adds them to `visited` at once (bfs). */
-function expand(raw: RawStructure, p: PilePointer, direction: Direction, depth: number, visited: PointerSet, frontier: PointerDeque, mark: boolean): void {
-  const m = raw.mem;
-  const n = raw.node(p);
-  const out = m.f64[n + N_OUT]!;
-  const inn = m.f64[n + N_IN]!;
-  if (direction !== 'in' && out !== 0) pushSlots(raw, out as PilePointer, OUT_WIDTH, depth, visited, frontier, mark);
-  if (direction !== 'out' && inn !== 0) pushSlots(raw, inn as PilePointer, IN_WIDTH, depth, visited, frontier, mark);
-  m.release();
-}
+/** The visited set and the pending nodes (with their depths) of one traversal. */
+class Frontier {
+  readonly visited = new PointerSet();
+  readonly pending = new PointerDeque();
 
-function pushSlots(raw: RawStructure, block: PilePointer, width: number, depth: number, visited: PointerSet, frontier: PointerDeque, mark: boolean): void {
-  const m = raw.mem;
-  const b = m.at(raw.pile, block, A_SLOTS);
-  const f = m.f64;
-  const cap = capacityOf(m.words, width);
-  for (let i = 0, at = b + A_SLOTS; i < cap; i++, at += width) {
-    const k = f[at]!;
-    if (k <= 0) continue;
-    if (mark) {
-      if (visited.add(k)) frontier.push(k, depth);
-    } else if (!visited.has(k)) {
-      frontier.push(k, depth);
+  constructor(
+    private readonly raw: RawStructure,
+    /** bfs marks a node visited when it is pushed, dfs when it is taken. */
+    private readonly markOnPush: boolean,
+    private readonly direction: Direction,
+  ) {}
+
+  /** Pushes the unvisited neighbors of `p` at `depth`. */
+  expand(p: PilePointer, depth: number): void {
+    const m = this.raw.mem;
+    const n = this.raw.node(p);
+    const out = m.f64[n + N_OUT]!;
+    const inn = m.f64[n + N_IN]!;
+    if (this.direction !== 'in' && out !== 0) this.pushTable(out as PilePointer, OUT_WIDTH, depth);
+    if (this.direction !== 'out' && inn !== 0) this.pushTable(inn as PilePointer, IN_WIDTH, depth);
+    m.release();
+  }
+
+  private pushTable(block: PilePointer, width: number, depth: number): void {
+    const m = this.raw.mem;
+    const b = m.at(this.raw.pile, block, A_SLOTS);
+    const f = m.f64;
+    const cap = capacityOf(m.words, width);
+    const visited = this.visited;
+    for (let i = 0, at = b + A_SLOTS; i < cap; i++, at += width) {
+      const k = f[at]!;
+      if (k <= 0) continue;
+      if (this.markOnPush) {
+        if (visited.add(k)) this.pending.push(k, depth);
+      } else if (!visited.has(k)) {
+        this.pending.push(k, depth);
+      }
     }
   }
 }

@@ -73,7 +73,10 @@ export class NodeTables {
       block = pile.allocRaw(wordsFor(capacity, width) * 8, tag);
     } catch (err) {
       if (isPileError(err, 'PILE_TOO_LARGE')) {
-        throw new PileError('PILE_TOO_LARGE', `graph '${raw.name}': node ${id} can not hold ${Math.floor(capacity / 2)} ${field === N_OUT ? 'out' : 'in'}-edges in one segment (${err.message})`);
+        throw new PileError(
+          'PILE_TOO_LARGE',
+          `graph '${raw.name}': node ${id} can not hold ${Math.floor(capacity / 2)} ${field === N_OUT ? 'out' : 'in'}-edges in one segment (${err.message})`,
+        );
       }
       throw err;
     }

@@ -5,8 +5,26 @@ import { repairGraph } from './GraphRepair';
 import { checkDirection, traverseGraph, traverseOptions, type Direction, type TraversalStep, type TraverseOptions } from './GraphTraversal';
 import { NodeTables } from './NodeTables';
 import {
-  A_SLOTS, G_EDGES, G_FIRST, G_NODES, G_WORDS, IN_WIDTH, N_DATA, N_GRAPH, N_IN, N_MAGIC, N_NEXT, N_OUT, N_PREV, N_WORDS,
-  OP_ADD_NODE, OP_EDGE, OP_REMOVE_NODE, OUT_WIDTH, TAG_GRAPH, TAG_NODE,
+  A_SLOTS,
+  G_EDGES,
+  G_FIRST,
+  G_NODES,
+  G_WORDS,
+  IN_WIDTH,
+  N_DATA,
+  N_GRAPH,
+  N_IN,
+  N_MAGIC,
+  N_NEXT,
+  N_OUT,
+  N_PREV,
+  N_WORDS,
+  OP_ADD_NODE,
+  OP_EDGE,
+  OP_REMOVE_NODE,
+  OUT_WIDTH,
+  TAG_GRAPH,
+  TAG_NODE,
 } from './RawLayout';
 import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { ValueStore, checkName, checkOptions, checkSchemaOption } from './ValueStore';

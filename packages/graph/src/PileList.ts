@@ -2,8 +2,20 @@ import type { ZodType } from 'zod';
 import { type Pile, type PilePointer } from '@pile/core';
 import { PointerSet } from './PointerSet';
 import {
-  LN_LIST, LN_MAGIC, LN_NEXT, LN_PREV, LN_VALUE, LN_WORDS, L_FIRST, L_LAST, L_LENGTH, L_WORDS, OP_LIST_INSERT,
-  OP_LIST_REMOVE, TAG_LIST, TAG_LIST_NODE,
+  LN_LIST,
+  LN_MAGIC,
+  LN_NEXT,
+  LN_PREV,
+  LN_VALUE,
+  LN_WORDS,
+  L_FIRST,
+  L_LAST,
+  L_LENGTH,
+  L_WORDS,
+  OP_LIST_INSERT,
+  OP_LIST_REMOVE,
+  TAG_LIST,
+  TAG_LIST_NODE,
 } from './RawLayout';
 import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { safeDelete, safeHas } from './SafeOps';

@@ -22,7 +22,10 @@ export class RawMemory {
     const off = pile.rawSeek(ptr);
     const words = pile.rawLength >>> 3;
     if (words < minWords) {
-      throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} names a raw block of ${pile.rawLength} bytes, too small for this structure`);
+      throw new PileError(
+        'PILE_INVALID_POINTER',
+        `pointer ${ptr} names a raw block of ${pile.rawLength} bytes, too small for this structure`,
+      );
     }
     this.f64 = pile.rawF64;
     this.words = words;

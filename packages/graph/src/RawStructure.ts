@@ -61,10 +61,14 @@ export function openHeader(pile: Pile, name: string, kind: RawKind): PilePointer
       }
       throw err;
     }
-    if (mem.f64[h + H_MAGIC] !== kind.headerTag) throw new PileError('PILE_CORRUPT', `root '${root}' (pointer ${header}) does not name a ${kind.noun} header`);
+    if (mem.f64[h + H_MAGIC] !== kind.headerTag)
+      throw new PileError('PILE_CORRUPT', `root '${root}' (pointer ${header}) does not name a ${kind.noun} header`);
     const version = mem.f64[h + H_VERSION]!;
     if (version > LAYOUT_VERSION) {
-      throw new PileError('PILE_FORMAT_VERSION', `${kind.noun} '${name}' has layout version ${version}; this @pile/graph reads up to ${LAYOUT_VERSION}`);
+      throw new PileError(
+        'PILE_FORMAT_VERSION',
+        `${kind.noun} '${name}' has layout version ${version}; this @pile/graph reads up to ${LAYOUT_VERSION}`,
+      );
     }
   }
   mem.release();
@@ -158,7 +162,10 @@ export class RawStructure {
       n = m.at(this.pile, id, kind.nodeWords);
     } catch (err) {
       if (isPileError(err, 'PILE_INVALID_POINTER')) {
-        throw new PileError('PILE_INVALID_POINTER', `pointer ${id} is not ${kind.nodeNoun} of ${kind.noun} '${this.name}' (${err.message})`);
+        throw new PileError(
+          'PILE_INVALID_POINTER',
+          `pointer ${id} is not ${kind.nodeNoun} of ${kind.noun} '${this.name}' (${err.message})`,
+        );
       }
       throw err;
     }
@@ -253,7 +260,10 @@ export class RawStructure {
           following = m.f64[n + link]!;
           m.release();
         } else if (following !== 0 && !this.pile.has(following as PilePointer)) {
-          throw new PileError('PILE_STALE_POINTER', `${this.kind.noun} '${this.name}': ${this.kind.nodesNoun} ${cur} and ${following}, where the iteration stood, were both removed during it`);
+          throw new PileError(
+            'PILE_STALE_POINTER',
+            `${this.kind.noun} '${this.name}': ${this.kind.nodesNoun} ${cur} and ${following}, where the iteration stood, were both removed during it`,
+          );
         }
       }
       cur = following;
@@ -266,7 +276,12 @@ export class RawStructure {
   startRepair(): Intent {
     const h = this.hdr();
     const f = this.mem.f64;
-    const intent = { op: f[h + H_OP]!, a: f[h + H_INTENT]!, b: f[h + H_INTENT + 1]!, d: this.kind.intentWords === 3 ? f[h + H_INTENT + 2]! : 0 };
+    const intent = {
+      op: f[h + H_OP]!,
+      a: f[h + H_INTENT]!,
+      b: f[h + H_INTENT + 1]!,
+      d: this.kind.intentWords === 3 ? f[h + H_INTENT + 2]! : 0,
+    };
     this.mem.release();
     this.state.epoch++;
     return intent;

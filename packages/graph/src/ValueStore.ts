@@ -8,7 +8,11 @@ import { PileError, type Pile, type PilePointer, type TypedView } from '@pile/co
 export class ValueStore<T> {
   private readonly view: TypedView<T> | undefined;
 
-  constructor(private readonly pile: Pile, schemaName: string, schema: ZodType<T> | undefined) {
+  constructor(
+    private readonly pile: Pile,
+    schemaName: string,
+    schema: ZodType<T> | undefined,
+  ) {
     this.view = schema === undefined ? undefined : pile.schema(schemaName, schema);
   }
 

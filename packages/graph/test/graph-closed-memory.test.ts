@@ -19,8 +19,15 @@ describe('graph and list handles after close', () => {
     for (let r = 0; r < 20; r++) for (const s of graph.traverse(nodes[0]!)) steps += s.depth >= 0 ? 1 : 0;
     expect(steps).to.equal(20 * 500);
     pile.close();
-    for (const call of [() => list.get(first), () => [...list.values()], () => list.append('b'), () => graph.getNode(nodes[0]!),
-      () => [...graph.neighbors(nodes[0]!)], () => graph.hasEdge(nodes[0]!, nodes[1]!), () => [...graph.traverse(nodes[0]!)]]) {
+    for (const call of [
+      () => list.get(first),
+      () => [...list.values()],
+      () => list.append('b'),
+      () => graph.getNode(nodes[0]!),
+      () => [...graph.neighbors(nodes[0]!)],
+      () => graph.hasEdge(nodes[0]!, nodes[1]!),
+      () => [...graph.traverse(nodes[0]!)],
+    ]) {
       expect(call).to.throw(/PILE_CLOSED/);
     }
   });

@@ -16,7 +16,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ t: fc.constant('addNode' as const), v: fc.integer() }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('setNode' as const), i: fc.nat(), v: fc.string({ maxLength: 40 }) }) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('removeNode' as const), i: fc.nat() }) },
-  { weight: 8, arbitrary: fc.record({ t: fc.constant('addEdge' as const), i: fc.nat(), j: fc.nat(), d: fc.option(fc.integer(), { nil: undefined }) }) },
+  {
+    weight: 8,
+    arbitrary: fc.record({ t: fc.constant('addEdge' as const), i: fc.nat(), j: fc.nat(), d: fc.option(fc.integer(), { nil: undefined }) }),
+  },
   { weight: 3, arbitrary: fc.record({ t: fc.constant('removeEdge' as const), i: fc.nat(), j: fc.nat() }) },
   { weight: 1, arbitrary: fc.constant({ t: 'reopen' as const }) },
 );

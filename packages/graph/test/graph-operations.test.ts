@@ -132,7 +132,13 @@ describe('PileGraph operations', () => {
     const n: Record<string, PilePointer> = {};
     for (const s of ['a', 'b', 'c', 'd', 'e', 'f']) n[s] = g.addNode(s);
     const e = (x: string, y: string): void => g.addEdge(n[x]!, n[y]!);
-    e('a', 'b'); e('a', 'c'); e('b', 'd'); e('c', 'd'); e('d', 'e'); e('a', 'e'); e('f', 'a');
+    e('a', 'b');
+    e('a', 'c');
+    e('b', 'd');
+    e('c', 'd');
+    e('d', 'e');
+    e('a', 'e');
+    e('f', 'a');
     const run = (it: Iterable<{ node: PilePointer; depth: number }>): Record<string, number> =>
       Object.fromEntries([...it].map((s) => [g.getNode(s.node), s.depth]));
     expect(run(g.traverse(n.a!))).to.deep.equal({ a: 0, b: 1, c: 1, e: 1, d: 2 });

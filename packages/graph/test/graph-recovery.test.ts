@@ -4,7 +4,14 @@ import { expect } from 'chai';
 import { openPile, type Pile } from '@pile/core';
 import { PileGraph, PileList } from '../src';
 import {
-  GRAPH_SCENARIOS, LIST_SCENARIOS, buildBase, buildList, graphProblems, injectFault, shapeOf, type GraphShape,
+  GRAPH_SCENARIOS,
+  LIST_SCENARIOS,
+  buildBase,
+  buildList,
+  graphProblems,
+  injectFault,
+  shapeOf,
+  type GraphShape,
 } from './fixtures/scenarios';
 import { SEGMENT, eachTempDir } from './helpers';
 
@@ -27,7 +34,10 @@ describe('PileGraph recovery from an interrupted operation', () => {
   for (const [name, scenario] of Object.entries(GRAPH_SCENARIOS)) {
     it(`${name}: stopped at each pile call, the next open finds the graph before or after it, whole, with nothing leaked`, () => {
       const run = (pile: Pile, ids = buildBase(pile)): void => scenario.run(PileGraph.open<string, string>(pile, 'g'), ids);
-      const total = callsOf((p) => run(p, buildIds.get(p)!), (p) => buildIds.set(p, buildBase(p)));
+      const total = callsOf(
+        (p) => run(p, buildIds.get(p)!),
+        (p) => buildIds.set(p, buildBase(p)),
+      );
       expect(total).to.be.greaterThan(2);
       for (let k = 1; k <= total; k++) {
         const pile = openPile({ segmentSize: SEGMENT });
@@ -59,7 +69,10 @@ describe('PileList recovery from an interrupted operation', () => {
   for (const [name, scenario] of Object.entries(LIST_SCENARIOS)) {
     it(`${name}: stopped at each pile call, the next open finds the list before or after it, with nothing leaked`, () => {
       const nodesOf = new WeakMap<Pile, ReturnType<typeof buildList>>();
-      const total = callsOf((p) => scenario.run(PileList.open<string>(p, 'l'), nodesOf.get(p)!), (p) => nodesOf.set(p, buildList(p)));
+      const total = callsOf(
+        (p) => scenario.run(PileList.open<string>(p, 'l'), nodesOf.get(p)!),
+        (p) => nodesOf.set(p, buildList(p)),
+      );
       for (let k = 1; k <= total; k++) {
         const pile = openPile({ segmentSize: SEGMENT });
         const nodes = buildList(pile);
@@ -90,7 +103,10 @@ describe('PileGraph and PileList across processes', function () {
   this.timeout(120_000);
   const child = path.join(__dirname, 'fixtures', 'graph-child.ts');
   const runChild = (...args: string[]): { status: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string } =>
-    spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', child, ...args], { encoding: 'utf8', cwd: path.join(__dirname, '..') });
+    spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', child, ...args], {
+      encoding: 'utf8',
+      cwd: path.join(__dirname, '..'),
+    });
   const tmp = eachTempDir();
 
   it('a graph built in one process is traversed in another', () => {
@@ -121,7 +137,11 @@ describe('PileGraph and PileList across processes', function () {
     }
   });
 
-  const kills: [string, string, number][] = [['graph', 'removeHub', 9], ['graph', 'addEdgeGrowsTable', 7], ['list', 'removeMiddle', 5]];
+  const kills: [string, string, number][] = [
+    ['graph', 'removeHub', 9],
+    ['graph', 'addEdgeGrowsTable', 7],
+    ['list', 'removeMiddle', 5],
+  ];
   for (const [kind, scenario, k] of kills) {
     it(`recovers after SIGKILL in the middle of ${kind} ${scenario}`, () => {
       const r = runChild('kill', tmp.dir, kind, scenario, String(k));

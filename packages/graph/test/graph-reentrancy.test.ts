@@ -10,10 +10,32 @@ describe('graph and list values whose code calls back', () => {
     const a = g.addNode({ n: 'a' });
     const b = g.addNode({ n: 'b' });
     g.addEdge(a, b, { w: 1 });
-    const c = g.addNode({ get n() { return `after ${(g.getNode(a) as { n: string }).n}`; } });
+    const c = g.addNode({
+      get n() {
+        return `after ${(g.getNode(a) as { n: string }).n}`;
+      },
+    });
     expect(g.getNode(c)).to.deep.equal({ n: 'after a' });
-    expectPileError(() => g.addNode({ get n() { g.removeEdge(a, b); return 'x'; } }), 'PILE_REENTRANT');
-    expectPileError(() => g.addEdge(b, a, { get w() { g.removeNode(c); return 2; } }), 'PILE_REENTRANT');
+    expectPileError(
+      () =>
+        g.addNode({
+          get n() {
+            g.removeEdge(a, b);
+            return 'x';
+          },
+        }),
+      'PILE_REENTRANT',
+    );
+    expectPileError(
+      () =>
+        g.addEdge(b, a, {
+          get w() {
+            g.removeNode(c);
+            return 2;
+          },
+        }),
+      'PILE_REENTRANT',
+    );
     expect(g.hasEdge(a, b)).to.equal(true);
     expect(g.hasEdge(b, a)).to.equal(false);
     expect(g.nodeCount).to.equal(3);
@@ -21,7 +43,16 @@ describe('graph and list values whose code calls back', () => {
     expect(g.getNode(c)).to.deep.equal({ n: 'after a' });
     const l = PileList.open<unknown>(t.pile, 'l');
     l.append('first');
-    expectPileError(() => l.append({ get v() { l.remove(l.first!); return 1; } }), 'PILE_REENTRANT');
+    expectPileError(
+      () =>
+        l.append({
+          get v() {
+            l.remove(l.first!);
+            return 1;
+          },
+        }),
+      'PILE_REENTRANT',
+    );
     expect([...l.values()]).to.deep.equal(['first']);
     expect(t.pile.verify().ok).to.equal(true);
   });

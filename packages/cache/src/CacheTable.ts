@@ -351,6 +351,17 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     for (const e of walkTable(this, true)) yield e as [CacheKey, V];
   }
 
+  /**
+   * {@link entries}, each entry's record checked against its checksum as well (what `verifyOnRead`
+   * does, for a pile opened without it: `pile export` copies data out this way). Without
+   * `onDamaged` a damaged entry throws PILE_CORRUPT naming file, segment and offset; with it the
+   * entry goes to `onDamaged` (with its key when that still decodes) and the iteration goes on.
+   * @throws PILE_CORRUPT, PILE_SCHEMA_MISMATCH (without onDamaged); PILE_CLOSED
+   */
+  *checkedEntries(onDamaged?: (key: CacheKey | undefined, err: PileError) => void): IterableIterator<[CacheKey, V]> {
+    for (const e of walkTable(this, true, onDamaged ?? null)) yield e as [CacheKey, V];
+  }
+
   // ----------------------------------------------------------------- internals (used by PileCache)
 
   /** @internal Frees every live entry whose expiry has passed; returns how many. */

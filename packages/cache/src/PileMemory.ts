@@ -1,4 +1,4 @@
-import type { Pile, PilePointer } from '@pile/core';
+import type { Pile, PileError, PilePointer } from '@pile/core';
 
 /**
  * Reads sealed raw records in place without allocating: `locate(ptr)` sets `buf`/`view`/`off`
@@ -23,6 +23,11 @@ export class PileMemory {
     this.buf = pile.rawSegment;
     this.view = pile.rawView;
     this.len = pile.rawLength;
+  }
+
+  /** The record's checksum check (Pile.checkRecord): a PILE_CORRUPT error, or undefined when it holds. */
+  fault(ptr: number): PileError | undefined {
+    return this.pile.checkRecord(ptr as PilePointer);
   }
 
   /** Drops every reference to the pile's memory (after close the core has given it back; these views would read zeros). */

@@ -1,11 +1,11 @@
-import { isPileError } from '@pile/core';
+import type { PileError } from '@pile/core';
 import { cacheOf, closePile } from './CacheTables';
 import { readShapeFile } from './FlatSchema';
 import { flushOut, writeOut } from './Output';
 import { openExistingPile } from './PileOpener';
 import { existingTable } from './TableAccess';
 import { jsonReplacer } from './ValueFormat';
-import type { CacheTable } from '@pile/cache';
+import type { CacheKey, CacheTable } from '@pile/cache';
 
 /** Options of `pile export`. */
 export interface ExportOptions {
@@ -38,9 +38,12 @@ export async function runExport(dir: string, options: ExportOptions): Promise<vo
     if (!ndjson) await writeOut('[');
     const skipped: string[] = [];
     let skips = 0;
-    const values = options.skipDamaged === true ? valuesSkippingDamage(table, (key, err) => {
-      if (++skips <= NAMED_SKIPS) skipped.push(`  key ${JSON.stringify(key, jsonReplacer)}: ${err}`);
-    }) : valuesOf(table);
+    // Each entry's checksum is checked: an export is a copy of the data, and a flipped byte inside a
+    // string still decodes, so it must not leave the pile as a good value.
+    const values = valuesOf(table, options.skipDamaged === true ? (key, err) => {
+      const which = key === undefined ? 'an entry whose key does not decode' : `key ${JSON.stringify(key, jsonReplacer)}`;
+      if (++skips <= NAMED_SKIPS) skipped.push(`  ${which}: ${err.message}`);
+    } : undefined);
     for (const value of values) {
       const text = JSON.stringify(value, jsonReplacer);
       if (ndjson) await writeOut(`${text}\n`);
@@ -58,21 +61,6 @@ export async function runExport(dir: string, options: ExportOptions): Promise<vo
   }
 }
 
-function* valuesOf(table: CacheTable<unknown>): IterableIterator<unknown> {
-  for (const [, value] of table.entries()) yield value;
-}
-
-/** Values of the table's entries; an entry whose value does not decode is reported to `skip` and left out. */
-function* valuesSkippingDamage(table: CacheTable<unknown>, skip: (key: unknown, reason: string) => void): IterableIterator<unknown> {
-  for (const key of table.keys()) {
-    let value: unknown;
-    try {
-      value = table.get(key);
-    } catch (err) {
-      if (!isPileError(err)) throw err;
-      skip(key, err.message);
-      continue;
-    }
-    if (value !== undefined) yield value;
-  }
+function* valuesOf(table: CacheTable<unknown>, onDamaged: ((key: CacheKey | undefined, err: PileError) => void) | undefined): IterableIterator<unknown> {
+  for (const [, value] of table.checkedEntries(onDamaged)) yield value;
 }

@@ -873,6 +873,19 @@ export class Pile implements Iterable<PileEntry> {
   /** Length of the raw bytes found by the last {@link rawSeek}. */
   rawLength = 0;
 
+  /**
+   * The check verifyOnRead makes, for one record of a pile opened without it (tools that copy data
+   * out, like `pile export`): a PILE_CORRUPT error naming file, segment and offset when the record's
+   * checksum or structure does not hold, else undefined.
+   * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED
+   */
+  checkRecord(ptr: PilePointer): PileError | undefined {
+    this.open();
+    this.resolve(ptr, false);
+    const reason = this.checkBlock(this.hSeg, this.hOff);
+    return reason === undefined ? undefined : this.corruptError(this.hSeg, this.hOff, reason);
+  }
+
   /** The owner tag of a raw block. @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED */
   rawTag(ptr: PilePointer): number {
     this.open();

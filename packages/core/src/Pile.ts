@@ -5,7 +5,7 @@ import type { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
 import { Allocator, MARK_CLEAN, MARK_TAIL, MARK_WHOLE, sizeClass, NUM_CLASSES } from './Allocator';
 import {
-  BLOCK_HEADER_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
+  BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
   STATE_DAMAGED, STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
@@ -51,6 +51,10 @@ const BOOT_ID = ((): string => {
 const EMPTY_BUFFER = Buffer.alloc(0);
 /** word1 of a committed, unlinked typed record, generation bits zero. */
 const TYPED_USED_WORD = word1(0, KIND_TYPED, STATE_USED, 0);
+/** checkedWord1() of a committed typed record, generation bits zero. */
+const TYPED_CHECKED_WORD = checkedWord1(TYPED_USED_WORD);
+/** word1 of a typed record being written, generation bits zero. */
+const TYPED_RESERVED_WORD = word1(0, KIND_TYPED, STATE_RESERVED, 0);
 /** word1 of a committed raw block (sealed or not), generation bits zero. */
 const RAW_USED_WORD = word1(0, KIND_RAW, STATE_USED, 0);
 /** Typed records whose length bound is above this are measured exactly before allocation. */
@@ -920,7 +924,9 @@ export class Pile implements Iterable<PileEntry> {
     try {
       len = TYPED_PREFIX + codec.measureBound(value);
       if (len > TYPED_BOUND_LIMIT) len = TYPED_PREFIX + codec.measure(value);
-      size = blockSizeFor(len);
+      // blockSizeFor(len), written out (see the end of this method).
+      size = len > 0x3fffffe0 ? BLOCK_HEADER_SIZE + len : (len + (BLOCK_HEADER_SIZE + 7)) & ~7;
+      if (size < MIN_BLOCK_SIZE) size = MIN_BLOCK_SIZE;
       addr = this.alloc.tailFor(size);
       inTail = addr !== 0;
       if (!inTail) addr = this.alloc.alloc(size);
@@ -937,23 +943,30 @@ export class Pile implements Iterable<PileEntry> {
       GUARD.depth--;
     }
     let gen: number;
+    // blockSizeFor(length): length <= len, whose size passed the 32-bit test above.
+    let exact = (length + (BLOCK_HEADER_SIZE + 7)) & ~7;
+    if (exact < MIN_BLOCK_SIZE) exact = MIN_BLOCK_SIZE;
     if (inTail) {
-      gen = this.alloc.claimTail(seg, segIdx, off, blockSizeFor(length));
+      gen = this.alloc.claimTail(seg, segIdx, off, exact);
     } else {
-      if (length < len) this.alloc.trim(addr, blockSizeFor(length));
+      if (length < len) this.alloc.trim(addr, exact);
       gen = genOf(seg.u32[(off >>> 2) + 1]!);
     }
     // commit() inlined by hand for a typed record: as a call it cost about 20 ns of a 270 ns put
     // (TurboFan's inlining budget is spent on the codec by then). Same order of stores.
+    // word1(), checkedWord1(), blockSizeFor() and pointerOf() are written out here as expressions: as calls they
+    // take TurboFan's inlining budget (920 bytecode bytes per function), which must cover the
+    // generated measureBound and encode; `pnpm bench codec` (docs/benchmarks.md) measures it.
     const u32 = seg.u32;
     const h = off >>> 2;
-    const used = word1(gen, KIND_TYPED, STATE_USED, 0);
-    u32[h + 1] = word1(gen, KIND_TYPED, STATE_RESERVED, 0);
-    u32[h + 3] = blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
+    const g = gen & GEN_MASK;
+    const used = (g | TYPED_USED_WORD) >>> 0;
+    u32[h + 1] = (g | TYPED_RESERVED_WORD) >>> 0;
+    u32[h + 3] = blockChecksum(seg.buf, u32, off, u32[h]!, (g | TYPED_CHECKED_WORD) >>> 0, length);
     u32[h + 2] = length;
     u32[h + 1] = used;
     this.alloc.countUsedTyped(length);
-    return this.pointerOf(segIdx, off, gen);
+    return (((gen & this.tagMask) * SEGMENT_DIV + segIdx) * this.offsetDiv + off * 0.125) as PilePointer;
   }
 
   /** @internal */
@@ -1142,11 +1155,19 @@ export class Pile implements Iterable<PileEntry> {
     if (this.closed) throw closedError();
   }
 
+  /**
+   * Every write starts here, the typed put too: the refusals are a call of their own, so that
+   * TurboFan's inlining budget goes to the codec (`pnpm bench codec`, docs/benchmarks.md).
+   */
   private writable(): void {
+    if (this.closed || this.readonly || GUARD.depth !== 0) this.refuseWrite();
+    if (this.alloc.sinceCheckpoint >= this.checkpointBytes) this.checkpoint();
+  }
+
+  private refuseWrite(): never {
     if (this.closed) throw closedError();
     if (this.readonly) throw new PileError('PILE_READONLY', `pile ${this.dir ?? ''} is open read-only`);
-    if (GUARD.depth !== 0) throw reentrantError();
-    if (this.alloc.sinceCheckpoint >= this.checkpointBytes) this.checkpoint();
+    throw reentrantError();
   }
 
   private addrOf(seg: Segment, off: number): number {

@@ -825,4 +825,42 @@ export class Allocator {
     }
     return -1;
   }
+  /**
+   * Walks every free list as verify() does: entries that are not free blocks of their class, lists
+   * that loop, and back links that disagree count as errors. `blocks`: the entries found, to be
+   * compared with the free blocks a walk of the segments finds. Reads only, never repairs.
+   */
+  checkFreeLists(): { errors: number; blocks: number } {
+    let errors = 0;
+    let blocks = 0;
+    const limit = this.segments.length * (this.segmentSize / MIN_BLOCK_SIZE) + 1;
+    for (let c = 0; c < NUM_CLASSES; c++) {
+      let a = this.heads[c]!;
+      let prev = 0;
+      let steps = 0;
+      while (a !== 0) {
+        if (++steps > limit) {
+          errors++;
+          break;
+        }
+        const segIdx = Math.floor(a * this.segmentInv);
+        const seg = this.segments[segIdx]?.use();
+        const off = a - segIdx * this.segmentSize;
+        if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) {
+          errors++;
+          break;
+        }
+        const size = seg.u32[off >>> 2]!;
+        if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !this.saneSize(off, size) || sizeClass(size) !== c) {
+          errors++;
+          break;
+        }
+        if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
+        blocks++;
+        prev = a;
+        a = seg.f64[(off + 16) >>> 3]!;
+      }
+    }
+    return { errors, blocks };
+  }
 }

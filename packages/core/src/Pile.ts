@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { randomInt } from 'node:crypto';
 import type { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
-import { Allocator, MARK_CLEAN, MARK_TAIL, MARK_WHOLE, sizeClass, NUM_CLASSES } from './Allocator';
+import { Allocator, MARK_CLEAN, MARK_TAIL, MARK_WHOLE } from './Allocator';
 import {
   BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
@@ -16,8 +16,11 @@ import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './M
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
+import { corruptAt, verifyPile, type CorruptRecord, type VerifyReport } from './Verify';
+import { DEFAULT_SEGMENT_SIZE, checkOptions, invalid, isSegmentSize, type PileOptions } from './PileOptions';
 import { genericValueFault, illFormedString, refuseFunction } from './ValueCheck';
-import { SEGMENT_BITS, SEGMENT_DIV, compileFieldAccess, compileQuickLocate, type FieldAccessCode, type PointerGeometry, type QuickLocate } from './PointerCheck';
+import { compileFieldAccess, compileQuickLocate, type FieldAccessCode, type QuickLocate } from './PointerCheck';
+import { MAX_SEGMENTS, PointerFormat, SEGMENT_DIV } from './PointerFormat';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
 import type { InlineRead } from './SchemaCodegen';
@@ -26,14 +29,8 @@ import { TypedView, type SchemaOptions } from './TypedView';
 
 /** Module-local: a reference to the import itself is a property load on each use. */
 const GUARD = encodeGuard;
-const MiB = 1 << 20;
 /** Errors of the system, not of the caller's `dir`: reported as PILE_IO. */
 const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
-const GiB = 1 << 30;
-/** Multiplying by the inverse of a power of two is exact, and much cheaper than dividing. */
-const SEGMENT_INV = 1 / SEGMENT_DIV;
-const MAX_SEGMENTS = SEGMENT_DIV;
-const MAX_TAG_BITS = 22;
 
 /**
  * This boot of the machine ('' where the kernel does not say). A checkpoint carries it: a process
@@ -75,31 +72,8 @@ const JOURNAL_LINK = 2;
 /** Journal payload: u32 op, u32 kind, f64 target, f64 new body, f64 old body, then the new payload. */
 const JOURNAL_PREFIX = 32;
 
-/** Options of {@link openPile}. */
-export interface PileOptions {
-  /** Directory of a mapped, persistent pile; created if missing. Omitted: an in-memory pile (off-heap, not persistent). */
-  dir?: string;
-  /** Bytes per segment, a power of two from 1 MiB to 1 GiB; default 64 MiB. Fixed when the pile is created. */
-  segmentSize?: number;
-  /** Cap on all segment bytes; a put that needs more throws PILE_OUT_OF_SPACE. Default: no cap. */
-  maxMemory?: number;
-  /** Map read-only; writes throw PILE_READONLY. Opens alongside a writer. */
-  readonly?: boolean;
-  /** Check each record's checksum on get (PILE_CORRUPT on damage). */
-  verifyOnRead?: boolean;
-  /** false: refuse to create a new pile in `dir` (PILE_INVALID_OPTION). Default true. */
-  create?: boolean;
-  /** Progress of long opens (recovery after a crash). */
-  onProgress?: (p: { phase: string; done: number; total: number }) => void;
-  /**
-   * A mapped pile saves a checkpoint (allocator state, dirty marks cleared) once this many block
-   * bytes were written since the last one; recovery after a crash scans only what was written
-   * since. Default 64 MiB. docs/durability.md.
-   */
-  checkpointBytes?: number;
-  /** Also checkpoint this many milliseconds after a write when no checkpoint followed it (0: never by time). Default 5000. */
-  checkpointInterval?: number;
-}
+export type { PileOptions } from './PileOptions';
+export type { CorruptRecord, VerifyReport } from './Verify';
 
 /** Exact counters of a pile. */
 export interface PileStats {
@@ -126,28 +100,6 @@ export interface PileEntry {
   kind: RecordKind;
   /** Payload bytes as stored (what sizeOf returns). */
   size: number;
-}
-
-/** A damaged spot found by {@link Pile.verify} or by recovery. */
-export interface CorruptRecord {
-  segment: number;
-  offset: number;
-  file?: string;
-  reason: string;
-}
-
-/** Result of {@link Pile.verify}. */
-export interface VerifyReport {
-  ok: boolean;
-  segmentsChecked: number;
-  recordsChecked: number;
-  corrupt: CorruptRecord[];
-  /** Free-list entries that are not free blocks, lists that loop, free blocks missing from every list. */
-  freeListErrors: number;
-  /** Bytes no block accounts for (after a damaged block header the rest of a segment can not be walked). */
-  unaccountedBytes: number;
-  /** Counters that disagree with what the walk found. */
-  statsErrors: string[];
 }
 
 /** What the last open did to bring the pile back after an unclean shutdown. */
@@ -205,12 +157,6 @@ export function openPile(options: PileOptions = {}): Pile {
   return new Pile(options);
 }
 
-const KNOWN_OPTIONS = new Set(['dir', 'segmentSize', 'maxMemory', 'readonly', 'verifyOnRead', 'create', 'onProgress', 'checkpointBytes', 'checkpointInterval']);
-
-function invalid(name: string, message: string): PileError {
-  return new PileError('PILE_INVALID_OPTION', `option ${name}: ${message}`);
-}
-
 /**
  * A store of records outside the V8 heap, in off-heap Buffers or in mapped segment files.
  * See DESIGN.md and docs/guide.md.
@@ -221,8 +167,6 @@ export class Pile implements Iterable<PileEntry> {
   readonly readonly: boolean;
   readonly dir: string | undefined;
   readonly segmentSize: number;
-  /** 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
-  private readonly segmentInv: number;
   readonly maxMemory: number;
   /** What the open did after an unclean shutdown. */
   readonly lastRecovery: RecoveryReport = {
@@ -240,15 +184,12 @@ export class Pile implements Iterable<PileEntry> {
   private recovering = false;
   private readonly verifyOnRead: boolean;
   private readonly pileId: number;
-  private readonly offsetBits: number;
-  private readonly offsetDiv: number;
-  private readonly offsetInv: number;
-  private readonly tagMask: number;
+  /** Pointer and address arithmetic of this pile's segment size. */
+  private readonly fmt: PointerFormat;
   /** word1 bits a typed pointer pins down: the tag's generation bits, kind, state, flags. */
   private readonly typedWordMask: number;
   /** typedWordMask without the SEALED flag: rawSeek takes sealed and mutable raw blocks alike. */
   private readonly rawWordMask: number;
-  private readonly geometry: PointerGeometry;
   /**
    * The fast path of resolve() for the common case (an unlinked record, no verifyOnRead),
    * compiled for this pile's geometry: see compileQuickLocate.
@@ -284,38 +225,14 @@ export class Pile implements Iterable<PileEntry> {
 
   /** Use {@link openPile}. */
   constructor(options: PileOptions = {}) {
-    if (options === null || typeof options !== 'object') throw invalid('options', 'expected an object');
-    for (const k of Object.keys(options)) if (!KNOWN_OPTIONS.has(k)) throw invalid(k, 'unknown option');
-    const { dir, readonly = false, verifyOnRead = false, create = true, onProgress } = options;
-    if (dir !== undefined && (typeof dir !== 'string' || dir === '')) throw invalid('dir', 'expected a non-empty string');
-    if (typeof readonly !== 'boolean') throw invalid('readonly', 'expected a boolean');
-    if (typeof verifyOnRead !== 'boolean') throw invalid('verifyOnRead', 'expected a boolean');
-    if (typeof create !== 'boolean') throw invalid('create', 'expected a boolean');
-    if (onProgress !== undefined && typeof onProgress !== 'function') throw invalid('onProgress', 'expected a function');
-    if (options.segmentSize !== undefined) {
-      const s = options.segmentSize;
-      if (!Number.isInteger(s) || s < MiB || s > GiB || (s & (s - 1)) !== 0) {
-        throw invalid('segmentSize', `expected a power of two from 1 MiB (1048576) to 1 GiB (1073741824), got ${String(s)}`);
-      }
-    }
-    if (options.maxMemory !== undefined && (!Number.isSafeInteger(options.maxMemory) || options.maxMemory <= 0)) {
-      throw invalid('maxMemory', `expected a positive integer of bytes, got ${String(options.maxMemory)}`);
-    }
-    if (readonly && dir === undefined) throw invalid('readonly', 'an in-memory pile (no dir) can not be read-only');
-    const { checkpointBytes = 64 * MiB, checkpointInterval = 5000 } = options;
-    if (!Number.isSafeInteger(checkpointBytes) || checkpointBytes < MiB) {
-      throw invalid('checkpointBytes', `expected an integer of at least 1 MiB (1048576), got ${String(checkpointBytes)}`);
-    }
-    if (!Number.isSafeInteger(checkpointInterval) || checkpointInterval < 0 || checkpointInterval > 2 ** 31 - 1) {
-      throw invalid('checkpointInterval', `expected milliseconds from 0 (off) to 2147483647, got ${String(checkpointInterval)}`);
-    }
+    const { dir, readonly, verifyOnRead, create, onProgress, checkpointBytes, checkpointInterval } = checkOptions(options);
     this.checkpointBytes = dir !== undefined && !readonly ? checkpointBytes : Infinity;
     this.readonly = readonly;
     this.verifyOnRead = verifyOnRead;
     this.dir = dir;
     this.persistent = dir !== undefined;
 
-    let segmentSize = options.segmentSize ?? 64 * MiB;
+    let segmentSize = options.segmentSize ?? DEFAULT_SEGMENT_SIZE;
     let pileId = randomInt(1, 0x7fffffff);
     let existing = false;
     let clean = true;
@@ -324,21 +241,17 @@ export class Pile implements Iterable<PileEntry> {
       ({ existing, segmentSize, pileId, clean, segmentCount } = this.openFiles(dir, options, segmentSize, pileId, create));
     }
     this.segmentSize = segmentSize;
-    this.segmentInv = 1 / segmentSize;
     this.maxMemory = options.maxMemory ?? Number.MAX_SAFE_INTEGER;
     if (this.maxMemory < segmentSize) {
       this.releaseFiles();
       throw invalid('maxMemory', `${this.maxMemory} is less than one segment (segmentSize ${segmentSize})`);
     }
     this.pileId = pileId;
-    this.offsetBits = Math.log2(segmentSize) - 3;
-    this.offsetDiv = 2 ** this.offsetBits;
-    this.offsetInv = 1 / this.offsetDiv;
-    this.tagMask = 2 ** Math.min(MAX_TAG_BITS, 53 - SEGMENT_BITS - this.offsetBits) - 1;
-    this.typedWordMask = (~(GEN_MASK & ~this.tagMask)) >>> 0;
+    const fmt = new PointerFormat(segmentSize);
+    this.fmt = fmt;
+    this.typedWordMask = (~(GEN_MASK & ~fmt.tagMask)) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
-    this.geometry = { segmentSize, offsetDiv: this.offsetDiv, tagMask: this.tagMask };
-    this.quickLocate = verifyOnRead ? () => -1 : compileQuickLocate(this.geometry);
+    this.quickLocate = verifyOnRead ? () => -1 : compileQuickLocate(fmt);
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
     if (dir !== undefined && !readonly) {
       const meta = this.meta!;
@@ -664,69 +577,8 @@ export class Pile implements Iterable<PileEntry> {
    */
   verify(onProgress?: (p: { phase: string; done: number; total: number }) => void): VerifyReport {
     this.open();
-    const report: VerifyReport = { ok: true, segmentsChecked: 0, recordsChecked: 0, corrupt: [], freeListErrors: 0, unaccountedBytes: 0, statsErrors: [] };
-    const seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
-    for (const s of this.segments) {
-      const seg = s.use();
-      const u32 = seg.u32;
-      let off = SEGMENT_HEADER_SIZE;
-      while (off < this.segmentSize) {
-        const size = u32[off >>> 2]!;
-        if (!this.alloc.saneSize(off, size)) {
-          report.corrupt.push(this.corruptAt(seg, off, `bad block size ${size}`));
-          report.unaccountedBytes += this.segmentSize - off;
-          break;
-        }
-        const w = u32[(off >>> 2) + 1]!;
-        const state = stateOf(w);
-        if (state === STATE_DAMAGED) {
-          report.corrupt.push(this.corruptAt(seg, off, 'a block recovery found damaged (its size is not trusted)'));
-          report.unaccountedBytes += this.segmentSize - off;
-          break;
-        }
-        if (state === STATE_USED) {
-          report.recordsChecked++;
-          const reason = this.checkBlock(seg, off);
-          if (reason !== undefined) report.corrupt.push(this.corruptAt(seg, off, reason));
-          const kind = kindOf(w);
-          seen.allocated += size;
-          seen.utilized += u32[(off >>> 2) + 2]!;
-          if ((flagsOf(w) & FLAG_BODY) === 0 && kind !== KIND_CATALOG && kind !== KIND_JOURNAL) {
-            seen.objects++;
-            if (kind === KIND_LINK) {
-              seen.links++;
-              if (!this.locateBody(seg, off)) report.corrupt.push(this.corruptAt(seg, off, 'link to a block that is not a live body'));
-            }
-          }
-        } else if (state === STATE_FREE) {
-          if (!this.alloc.freeHeaderHolds(seg, off)) report.corrupt.push(this.corruptAt(seg, off, 'free block header damaged (check words do not match)'));
-          seen.free += size;
-          seen.freeBlocks++;
-        } else {
-          seen.allocated += size; // reserved: a put in progress
-        }
-        off += size;
-      }
-      report.segmentsChecked++;
-      onProgress?.({ phase: 'verify', done: report.segmentsChecked, total: this.segments.length });
-    }
-    if (!this.readonly) {
-      const listed = this.checkFreeLists();
-      report.freeListErrors = listed.errors;
-      const tail = this.alloc.tailAddr !== 0 ? 1 : 0;
-      if (listed.blocks + tail !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks + tail - seen.freeBlocks);
-      const a = this.alloc;
-      const expect: [string, number, number][] = [
-        ['objectCount', a.objectCount, seen.objects], ['linkCount', a.linkCount, seen.links],
-        ['allocatedBytes', a.allocatedBytes, seen.allocated], ['utilizedBytes', a.utilizedBytes, seen.utilized],
-        ['freeBytes', a.freeBytes, seen.free],
-      ];
-      if (report.unaccountedBytes === 0) {
-        for (const [name, kept, found] of expect) if (kept !== found) report.statsErrors.push(`${name}: kept ${kept}, found ${found}`);
-      }
-    }
-    report.ok = report.corrupt.length === 0 && report.freeListErrors === 0 && report.unaccountedBytes === 0 && report.statsErrors.length === 0;
-    return report;
+    const linkHolds = (seg: Segment, off: number): boolean => this.locateBody(seg, off);
+    return verifyPile(this.segments, this.alloc, this.readonly, linkHolds, onProgress);
   }
 
   /**
@@ -930,7 +782,8 @@ export class Pile implements Iterable<PileEntry> {
       addr = this.alloc.tailFor(size);
       inTail = addr !== 0;
       if (!inTail) addr = this.alloc.alloc(size);
-      segIdx = Math.floor(addr * this.segmentInv);
+      // PointerFormat.segmentOf(), written out like the rest (see the end of this method).
+      segIdx = Math.floor(addr * this.fmt.segmentInv);
       seg = this.segments[segIdx]!.use();
       off = addr - segIdx * this.segmentSize;
       const start = off + BLOCK_HEADER_SIZE;
@@ -966,7 +819,8 @@ export class Pile implements Iterable<PileEntry> {
     u32[h + 2] = length;
     u32[h + 1] = used;
     this.alloc.countUsedTyped(length);
-    return (((gen & this.tagMask) * SEGMENT_DIV + segIdx) * this.offsetDiv + off * 0.125) as PilePointer;
+    const fmt = this.fmt;
+    return (((gen & fmt.tagMask) * SEGMENT_DIV + segIdx) * fmt.offsetDiv + off * 0.125) as PilePointer;
   }
 
   /** @internal */
@@ -994,7 +848,7 @@ export class Pile implements Iterable<PileEntry> {
    */
   typedFieldAccess(id: number, name: string, read: FieldReader, inline: InlineRead | undefined): FieldAccess {
     const slow = (ptr: number): unknown => this.fieldTyped(ptr as PilePointer, id, read);
-    const code = this.verifyOnRead ? checkedFieldAccess : compileFieldAccess(this.geometry, TYPED_USED_WORD, this.typedWordMask, id, name, inline);
+    const code = this.verifyOnRead ? checkedFieldAccess : compileFieldAccess(this.fmt, TYPED_USED_WORD, this.typedWordMask, id, name, inline);
     return { code, segments: this.segments, read, slow };
   }
 
@@ -1175,7 +1029,7 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   private pointerOf(seg: number, off: number, gen: number): PilePointer {
-    return (((gen & this.tagMask) * SEGMENT_DIV + seg) * this.offsetDiv + off / 8) as PilePointer;
+    return this.fmt.pointer(seg, off, gen);
   }
 
   /** Sets pKind/pLen and what write() needs for `value`. */
@@ -1268,7 +1122,7 @@ export class Pile implements Iterable<PileEntry> {
   /** Allocates a block with room for `room` payload bytes, writes the prepared value, commits it. */
   private store(room: number, flags: number): PilePointer {
     const addr = this.alloc.alloc(blockSizeFor(room));
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = this.fmt.segmentOf(addr);
     const seg = this.segments[segIdx]!;
     const off = addr - segIdx * this.segmentSize;
     try {
@@ -1303,7 +1157,7 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   private release(addr: number): void {
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = this.fmt.segmentOf(addr);
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const w = seg.u32[(off >>> 2) + 1]!;
@@ -1377,7 +1231,7 @@ export class Pile implements Iterable<PileEntry> {
   }
 
   private seat(addr: number): { seg: Segment; off: number } {
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = this.fmt.segmentOf(addr);
     return { seg: this.segments[segIdx]!.use(), off: addr - segIdx * this.segmentSize };
   }
 
@@ -1434,15 +1288,16 @@ export class Pile implements Iterable<PileEntry> {
     if (typeof ptr !== 'number' || !(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || Math.floor(ptr) !== ptr) {
       throw new PileError('PILE_INVALID_POINTER', `${String(ptr)} is not a pile pointer`);
     }
-    // Scaling by powers of two is exact in float64; floor() avoids the slow float modulo.
-    const rest = Math.floor(ptr * this.offsetInv);
-    const off = (ptr - rest * this.offsetDiv) * 8;
-    const tag = Math.floor(rest * SEGMENT_INV);
+    // PointerFormat's decode, written out: resolve() needs the tag, segment and offset at once.
+    const fmt = this.fmt;
+    const rest = Math.floor(ptr * fmt.offsetInv);
+    const off = (ptr - rest * fmt.offsetDiv) * 8;
+    const tag = Math.floor(rest * (1 / SEGMENT_DIV));
     const segIdx = rest - tag * SEGMENT_DIV;
     let seg = this.segments[segIdx];
     if (seg === undefined && this.readonly) seg = this.mapNewSegments(segIdx);
     seg?.use();
-    if (seg === undefined || tag > this.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
+    if (seg === undefined || tag > fmt.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);
     }
     const u32 = seg.u32;
@@ -1450,8 +1305,8 @@ export class Pile implements Iterable<PileEntry> {
     const w = u32[h + 1]!;
     this.hSeg = seg;
     this.hOff = off;
-    if ((genOf(w) & this.tagMask) !== tag || stateOf(w) !== STATE_USED) {
-      if (stateOf(w) === STATE_DAMAGED && (genOf(w) & this.tagMask) === tag) throw this.corruptError(seg, off, 'a record that recovery found damaged and left in place');
+    if ((genOf(w) & fmt.tagMask) !== tag || stateOf(w) !== STATE_USED) {
+      if (stateOf(w) === STATE_DAMAGED && (genOf(w) & fmt.tagMask) === tag) throw this.corruptError(seg, off, 'a record that recovery found damaged and left in place');
       return false;
     }
     const size = u32[h]!;
@@ -1482,7 +1337,7 @@ export class Pile implements Iterable<PileEntry> {
   private locateBody(seg: Segment, off: number): boolean {
     const target = seg.f64[(off + BLOCK_HEADER_SIZE) >>> 3]!;
     if (!Number.isSafeInteger(target) || target <= 0) return false;
-    const segIdx = Math.floor(target * this.segmentInv);
+    const segIdx = this.fmt.segmentOf(target);
     const bSeg = this.segments[segIdx]?.use();
     const bOff = target - segIdx * this.segmentSize;
     if (bSeg === undefined || bOff < SEGMENT_HEADER_SIZE || (bOff & 7) !== 0 || bOff > this.segmentSize - 32) return false;
@@ -1508,12 +1363,6 @@ export class Pile implements Iterable<PileEntry> {
   /** Why the used block at `off` is damaged, or undefined when its checksum and fields hold. */
   private checkBlock(seg: Segment, off: number): string | undefined {
     return blockDamage(seg.buf, seg.u32, off);
-  }
-
-  private corruptAt(seg: Segment, off: number, reason: string): CorruptRecord {
-    const r: CorruptRecord = { segment: seg.index, offset: off, reason };
-    if (seg.file !== undefined) r.file = seg.file;
-    return r;
   }
 
   private corruptError(seg: Segment, off: number, reason: string): PileError {
@@ -1602,8 +1451,7 @@ export class Pile implements Iterable<PileEntry> {
       if (!(err instanceof PileError) || err.code !== 'PILE_TOO_LARGE') throw err;
       throw new PileError('PILE_TOO_LARGE', `the catalog (roots, schemas, msgpack record structures) would take ${this.pLen} bytes, more than one segment of ${this.segmentSize} bytes holds (segmentSize): the catalog is one record (docs/format.md, "Catalog size limit"); the change is undone, and writes that need no new catalog entry go on`);
     }
-    const segIdx = Math.floor(ptr / this.offsetDiv) % SEGMENT_DIV;
-    const addr = segIdx * this.segmentSize + (ptr % this.offsetDiv) * 8;
+    const addr = this.fmt.addressOf(ptr);
     const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr };
     const which: 0 | 1 = this.slotIndex === 0 ? 1 : 0;
     try {
@@ -1622,7 +1470,7 @@ export class Pile implements Iterable<PileEntry> {
 
   /** Reads the catalog the current slot names; false when the slot's record is not a valid catalog. */
   private readCatalog(slot: CatalogSlot): boolean {
-    const segIdx = Math.floor(slot.addr * this.segmentInv);
+    const segIdx = this.fmt.segmentOf(slot.addr);
     const seg = this.segments[segIdx]?.use();
     const off = slot.addr - segIdx * this.segmentSize;
     if (seg === undefined || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32 || (off & 7) !== 0) return false;
@@ -1669,7 +1517,7 @@ export class Pile implements Iterable<PileEntry> {
     const slots = this.meta.readSlots();
     const best = [slots[0], slots[1]].filter((s): s is CatalogSlot => s !== undefined).sort((a, b) => b.seq - a.seq)[0];
     if (best === undefined || best.seq === this.slot.seq) return;
-    this.mapNewSegments(Math.floor(best.addr * this.segmentInv));
+    this.mapNewSegments(this.fmt.segmentOf(best.addr));
     // New record structures reach msgpackr through getStructures() when it meets an unknown id.
     this.readCatalog(best);
   }
@@ -1727,7 +1575,7 @@ export class Pile implements Iterable<PileEntry> {
       if (options.segmentSize !== undefined && options.segmentSize !== h.segmentSize) {
         throw invalid('segmentSize', `${options.segmentSize} differs from the pile's ${h.segmentSize} in ${dir}`);
       }
-      if (h.segmentSize < MiB || h.segmentSize > GiB || (h.segmentSize & (h.segmentSize - 1)) !== 0) {
+      if (!isSegmentSize(h.segmentSize)) {
         throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment size ${h.segmentSize} at offset 8`);
       }
       if (h.segmentCount > MAX_SEGMENTS) throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment count ${h.segmentCount} at offset 16`);
@@ -1795,7 +1643,7 @@ export class Pile implements Iterable<PileEntry> {
     if (ck === undefined || BOOT_ID === '' || ck.bootId !== BOOT_ID || ck.segmentCount > segmentCount) return undefined;
     if (!this.alloc.restore(ck.state)) return undefined;
     const tail = this.alloc.tailAddr;
-    const tailSeg = tail !== 0 ? Math.floor(tail * this.segmentInv) : -1;
+    const tailSeg = tail !== 0 ? this.fmt.segmentOf(tail) : -1;
     if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || this.alloc.tailEnd !== (tailSeg + 1) * this.segmentSize)) return undefined;
     const marks = meta.readMarks(ck.segmentCount);
     const regions: Array<[number, number]> = [];
@@ -1862,7 +1710,7 @@ export class Pile implements Iterable<PileEntry> {
         const sure = this.alloc.confirmedSize(seg, off, size, size);
         if (sure < 0) {
           this.alloc.quarantine(seg, off);
-          r.corrupt.push(this.corruptAt(seg, off, `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`));
+          r.corrupt.push(corruptAt(seg, off, `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`));
           return -1;
         }
         this.alloc.markFree(seg, off, sure, genOf(w));
@@ -1912,17 +1760,17 @@ export class Pile implements Iterable<PileEntry> {
         if (corrupt === undefined) this.lastRecovery.blocksScanned++;
         let size = seg.u32[off >>> 2]!;
         if (!this.alloc.saneSize(off, size)) {
-          corrupt?.push(this.corruptAt(seg, off, `bad block size ${size}; the rest of the segment is left untouched`));
+          corrupt?.push(corruptAt(seg, off, `bad block size ${size}; the rest of the segment is left untouched`));
           break;
         }
         const w = seg.u32[(off >>> 2) + 1]!;
         if (stateOf(w) === STATE_USED) size = fn(seg, off, w);
         else if (stateOf(w) === STATE_DAMAGED) {
-          corrupt?.push(this.corruptAt(seg, off, 'a block an earlier recovery found damaged; the rest of the segment is left untouched'));
+          corrupt?.push(corruptAt(seg, off, 'a block an earlier recovery found damaged; the rest of the segment is left untouched'));
           size = -1;
         } else {
           size = this.alloc.trustedFreeSize(seg, off);
-          if (size < 0) corrupt?.push(this.corruptAt(seg, off, 'damaged free block header; the rest of the segment is left untouched'));
+          if (size < 0) corrupt?.push(corruptAt(seg, off, 'damaged free block header; the rest of the segment is left untouched'));
         }
         if (size < 0) break;
         off += size;
@@ -1942,31 +1790,6 @@ export class Pile implements Iterable<PileEntry> {
       off += size;
     }
     return true;
-  }
-
-    private checkFreeLists(): { errors: number; blocks: number } {
-    let errors = 0;
-    let blocks = 0;
-    const limit = this.segments.length * (this.segmentSize / 32) + 1;
-    for (let c = 0; c < NUM_CLASSES; c++) {
-      let a = this.alloc.heads[c]!;
-      let prev = 0;
-      let steps = 0;
-      while (a !== 0) {
-        if (++steps > limit) { errors++; break; }
-        const segIdx = Math.floor(a * this.segmentInv);
-        const seg = this.segments[segIdx]?.use();
-        const off = a - segIdx * this.segmentSize;
-        if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) { errors++; break; }
-        const size = seg.u32[off >>> 2]!;
-        if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !this.alloc.saneSize(off, size) || sizeClass(size) !== c) { errors++; break; }
-        if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
-        blocks++;
-        prev = a;
-        a = seg.f64[(off + 16) >>> 3]!;
-      }
-    }
-    return { errors, blocks };
   }
 
   private releaseFiles(): void {

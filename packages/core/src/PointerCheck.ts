@@ -2,19 +2,11 @@ import { BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, TYPED_PREFIX } 
 import { compileCached } from './CodeCache';
 import type { InlineRead } from './SchemaCodegen';
 import type { FieldReader } from './SchemaCompiler';
+import { SEGMENT_DIV, type PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
 
-/** Segment index bits of a pointer: up to 16384 segments. */
-export const SEGMENT_BITS = 14;
-export const SEGMENT_DIV = 2 ** SEGMENT_BITS;
-
-/** The constants a pile's pointers are decoded with; fixed for the life of an open pile. */
-export interface PointerGeometry {
-  readonly segmentSize: number;
-  /** 2^(offset bits): the offset/8 part of a pointer is `ptr mod offsetDiv`. */
-  readonly offsetDiv: number;
-  readonly tagMask: number;
-}
+/** The constants a pile's pointers are decoded with (a {@link PointerFormat}); fixed for the life of an open pile. */
+export type PointerGeometry = Pick<PointerFormat, 'segmentSize' | 'offsetDiv' | 'tagMask'>;
 
 /**
  * Source of the pile's fast pointer check, compiled with the geometry as literals (the

@@ -1,5 +1,6 @@
 export { openPile, Pile } from './Pile';
-export type { PileOptions, PileStats, PileEntry, VerifyReport, CorruptRecord, RecoveryReport } from './Pile';
+export type { PileOptions } from './PileOptions';
+export type { PileStats, PileEntry, VerifyReport, CorruptRecord, RecoveryReport } from './Pile';
 export { PileError, isPileError } from './PileError';
 export type { PileErrorCode } from './PileError';
 export { NULL_POINTER, isPilePointer } from './PilePointer';

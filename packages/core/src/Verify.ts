@@ -1,0 +1,112 @@
+import type { Allocator } from './Allocator';
+import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_USED, flagsOf, kindOf, stateOf } from './BlockFormat';
+import { blockDamage } from './Checksum';
+import type { Segment } from './Segment';
+
+/** A damaged spot found by {@link Pile.verify} or by recovery. */
+export interface CorruptRecord {
+  segment: number;
+  offset: number;
+  file?: string;
+  reason: string;
+}
+
+/** Result of {@link Pile.verify}. */
+export interface VerifyReport {
+  ok: boolean;
+  segmentsChecked: number;
+  recordsChecked: number;
+  corrupt: CorruptRecord[];
+  /** Free-list entries that are not free blocks, lists that loop, free blocks missing from every list. */
+  freeListErrors: number;
+  /** Bytes no block accounts for (after a damaged block header the rest of a segment can not be walked). */
+  unaccountedBytes: number;
+  /** Counters that disagree with what the walk found. */
+  statsErrors: string[];
+}
+
+/** A damaged spot at `off` of `seg`, naming its file when it has one. */
+export function corruptAt(seg: Segment, off: number, reason: string): CorruptRecord {
+  const r: CorruptRecord = { segment: seg.index, offset: off, reason };
+  if (seg.file !== undefined) r.file = seg.file;
+  return r;
+}
+
+/**
+ * Pile.verify(): walks every block of every segment, checks each record's checksum and each link,
+ * and (for a writer, whose allocator state is live) the free lists and the counters against what
+ * the walk found. Never throws on damage. `linkHolds` tells whether the link block at `off`
+ * points at a live body.
+ */
+export function verifyPile(
+  segments: readonly Segment[],
+  alloc: Allocator,
+  readonly: boolean,
+  linkHolds: (seg: Segment, off: number) => boolean,
+  onProgress?: (p: { phase: string; done: number; total: number }) => void,
+): VerifyReport {
+  const segmentSize = alloc.segmentSize;
+  const report: VerifyReport = { ok: true, segmentsChecked: 0, recordsChecked: 0, corrupt: [], freeListErrors: 0, unaccountedBytes: 0, statsErrors: [] };
+  const seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
+  for (const s of segments) {
+    const seg = s.use();
+    const u32 = seg.u32;
+    let off = SEGMENT_HEADER_SIZE;
+    while (off < segmentSize) {
+      const size = u32[off >>> 2]!;
+      if (!alloc.saneSize(off, size)) {
+        report.corrupt.push(corruptAt(seg, off, `bad block size ${size}`));
+        report.unaccountedBytes += segmentSize - off;
+        break;
+      }
+      const w = u32[(off >>> 2) + 1]!;
+      const state = stateOf(w);
+      if (state === STATE_DAMAGED) {
+        report.corrupt.push(corruptAt(seg, off, 'a block recovery found damaged (its size is not trusted)'));
+        report.unaccountedBytes += segmentSize - off;
+        break;
+      }
+      if (state === STATE_USED) {
+        report.recordsChecked++;
+        const reason = blockDamage(seg.buf, seg.u32, off);
+        if (reason !== undefined) report.corrupt.push(corruptAt(seg, off, reason));
+        const kind = kindOf(w);
+        seen.allocated += size;
+        seen.utilized += u32[(off >>> 2) + 2]!;
+        if ((flagsOf(w) & FLAG_BODY) === 0 && kind !== KIND_CATALOG && kind !== KIND_JOURNAL) {
+          seen.objects++;
+          if (kind === KIND_LINK) {
+            seen.links++;
+            if (!linkHolds(seg, off)) report.corrupt.push(corruptAt(seg, off, 'link to a block that is not a live body'));
+          }
+        }
+      } else if (state === STATE_FREE) {
+        if (!alloc.freeHeaderHolds(seg, off)) report.corrupt.push(corruptAt(seg, off, 'free block header damaged (check words do not match)'));
+        seen.free += size;
+        seen.freeBlocks++;
+      } else {
+        seen.allocated += size; // reserved: a put in progress
+      }
+      off += size;
+    }
+    report.segmentsChecked++;
+    onProgress?.({ phase: 'verify', done: report.segmentsChecked, total: segments.length });
+  }
+  if (!readonly) {
+    const listed = alloc.checkFreeLists();
+    report.freeListErrors = listed.errors;
+    const tail = alloc.tailAddr !== 0 ? 1 : 0;
+    if (listed.blocks + tail !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks + tail - seen.freeBlocks);
+    const a = alloc;
+    const expect: [string, number, number][] = [
+      ['objectCount', a.objectCount, seen.objects], ['linkCount', a.linkCount, seen.links],
+      ['allocatedBytes', a.allocatedBytes, seen.allocated], ['utilizedBytes', a.utilizedBytes, seen.utilized],
+      ['freeBytes', a.freeBytes, seen.free],
+    ];
+    if (report.unaccountedBytes === 0) {
+      for (const [name, kept, found] of expect) if (kept !== found) report.statsErrors.push(`${name}: kept ${kept}, found ${found}`);
+    }
+  }
+  report.ok = report.corrupt.length === 0 && report.freeListErrors === 0 && report.unaccountedBytes === 0 && report.statsErrors.length === 0;
+  return report;
+}

@@ -6,7 +6,7 @@ import type { ZodType } from 'zod';
 import { Allocator, MARK_CLEAN, MARK_TAIL, MARK_WHOLE } from './Allocator';
 import {
   BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
-  KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE, STATE_FREE,
+  KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE,
   STATE_DAMAGED, STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
 } from './BlockFormat';
@@ -15,6 +15,7 @@ import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { ioError } from './FileAccess';
+import { releaseEmptySegments } from './Compact';
 import { PileError } from './PileError';
 import { corruptAt, verifyPile, type CorruptRecord, type VerifyReport } from './Verify';
 import { DEFAULT_SEGMENT_SIZE, checkOptions, invalid, isSegmentSize, type PileOptions } from './PileOptions';
@@ -603,23 +604,10 @@ export class Pile implements Iterable<PileEntry> {
   compact(onProgress?: (p: { phase: string; done: number; total: number }) => void): { segmentsBefore: number; segmentsAfter: number; bytesReleased: number } {
     this.writable();
     const before = this.segments.length;
-    let keep = before;
-    while (keep > 0 && this.segmentIsEmpty(this.segments[keep - 1]!)) keep--;
-    if (keep < before) {
-      // Segments made again at these indexes must start above every generation they held.
-      for (let i = keep; i < before; i++) {
-        const g = this.alloc.maxGen(this.segments[i]!);
-        if (g > this.alloc.genFloor) this.alloc.genFloor = g;
-      }
+    releaseEmptySegments(this.segments, this.alloc, (keep) => {
       this.meta?.writeHeader(this.metaHeader(keep, false));
       this.meta?.sync();
-      for (let i = before - 1; i >= keep; i--) {
-        const file = this.segments[i]!.file;
-        this.segments.pop()!.release();
-        if (file !== undefined) fs.rmSync(file, { force: true });
-        onProgress?.({ phase: 'release', done: before - i, total: before - keep });
-      }
-    }
+    }, onProgress);
     this.alloc.rebuild((done) => onProgress?.({ phase: 'rebuild', done, total: this.segments.length }));
     if (this.persistent) this.checkpoint();
     return { segmentsBefore: before, segmentsAfter: this.segments.length, bytesReleased: (before - this.segments.length) * this.segmentSize };
@@ -1777,19 +1765,6 @@ export class Pile implements Iterable<PileEntry> {
       }
       progress();
     }
-  }
-
-  /** True when no block of the segment is in use or being written (a damaged header counts as in use). */
-  private segmentIsEmpty(s: Segment): boolean {
-    const seg = s.use();
-    let off = SEGMENT_HEADER_SIZE;
-    while (off < this.segmentSize) {
-      if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) return false;
-      const size = this.alloc.trustedFreeSize(seg, off);
-      if (size < 0) return false;
-      off += size;
-    }
-    return true;
   }
 
   private releaseFiles(): void {

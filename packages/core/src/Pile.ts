@@ -3,21 +3,22 @@ import * as path from 'node:path';
 import { randomInt } from 'node:crypto';
 import type { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
-import { Allocator, MARK_CLEAN, MARK_TAIL, MARK_WHOLE } from './Allocator';
+import { Allocator, MARK_CLEAN, MARK_WHOLE } from './Allocator';
 import {
   BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
   KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE,
   STATE_DAMAGED, STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
   type RecordKind,
 } from './BlockFormat';
-import { blockChecksum, blockDamage, headerBitRepair, headerChecksum } from './Checksum';
+import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
 import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { META_FILE_NAME, MetaFile, type CatalogSlot, type MetaHeader } from './MetaFile';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { ioError } from './FileAccess';
 import { releaseEmptySegments } from './Compact';
 import { PileError } from './PileError';
-import { corruptAt, verifyPile, type CorruptRecord, type VerifyReport } from './Verify';
+import { BOOT_ID, checkpointRegions, emptyRecoveryReport, recoverPile, type RecoveryReport } from './Recovery';
+import { verifyPile, type VerifyReport } from './Verify';
 import { DEFAULT_SEGMENT_SIZE, checkOptions, invalid, isSegmentSize, type PileOptions } from './PileOptions';
 import { genericValueFault, illFormedString, refuseFunction } from './ValueCheck';
 import { compileFieldAccess, compileQuickLocate, type FieldAccessCode, type QuickLocate } from './PointerCheck';
@@ -32,19 +33,6 @@ import { TypedView, type SchemaOptions } from './TypedView';
 const GUARD = encodeGuard;
 /** Errors of the system, not of the caller's `dir`: reported as PILE_IO. */
 const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
-
-/**
- * This boot of the machine ('' where the kernel does not say). A checkpoint carries it: a process
- * death keeps the page cache, so the marks it holds are complete; after a reboot (an OS crash, a
- * power loss) the disk may hold any subset of the writes, and recovery scans every segment.
- */
-const BOOT_ID = ((): string => {
-  try {
-    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'latin1').trim();
-  } catch {
-    return '';
-  }
-})();
 
 const EMPTY_BUFFER = Buffer.alloc(0);
 /** word1 of a committed, unlinked typed record, generation bits zero. */
@@ -75,6 +63,7 @@ const JOURNAL_PREFIX = 32;
 
 export type { PileOptions } from './PileOptions';
 export type { CorruptRecord, VerifyReport } from './Verify';
+export type { RecoveryReport } from './Recovery';
 
 /** Exact counters of a pile. */
 export interface PileStats {
@@ -101,28 +90,6 @@ export interface PileEntry {
   kind: RecordKind;
   /** Payload bytes as stored (what sizeOf returns). */
   size: number;
-}
-
-/** What the last open did to bring the pile back after an unclean shutdown. */
-export interface RecoveryReport {
-  /** True when the previous writer did not close cleanly and this open scanned the pile. */
-  ran: boolean;
-  /** Records found half-written (checksum mismatch) and dropped. */
-  tornRecords: number;
-  /** Interrupted `set` calls completed from their journal. */
-  journalsReplayed: number;
-  /** Unreachable internal blocks freed (orphan bodies, old catalogs). */
-  orphansFreed: number;
-  /** Damage that was left in place, not repaired. */
-  corrupt: CorruptRecord[];
-  /** True when the whole pile was scanned; false when only what was written since the last checkpoint was. */
-  full: boolean;
-  /** Regions scanned: a segment, or the part of one from the checkpoint's tail to its end. */
-  regionsScanned: number;
-  /** Bytes of those regions (a free run is stepped over in one step, whatever its size). */
-  bytesScanned: number;
-  /** Block headers the scan read. */
-  blocksScanned: number;
 }
 
 interface SchemaEntry {
@@ -170,9 +137,7 @@ export class Pile implements Iterable<PileEntry> {
   readonly segmentSize: number;
   readonly maxMemory: number;
   /** What the open did after an unclean shutdown. */
-  readonly lastRecovery: RecoveryReport = {
-    ran: false, tornRecords: 0, journalsReplayed: 0, orphansFreed: 0, corrupt: [], full: false, regionsScanned: 0, bytesScanned: 0, blocksScanned: 0,
-  };
+  readonly lastRecovery: RecoveryReport = emptyRecoveryReport();
   /** Block bytes written between checkpoints (Infinity: no checkpoints, for in-memory and read-only piles). */
   private readonly checkpointBytes: number;
   private checkpointTimer: ReturnType<typeof setInterval> | undefined;
@@ -1609,7 +1574,7 @@ export class Pile implements Iterable<PileEntry> {
       this.loadCatalog();
       return;
     }
-    const regions = clean ? undefined : this.checkpointRegions(segmentCount);
+    const regions = clean ? undefined : checkpointRegions(this.meta!, this.alloc, this.fmt, segmentCount);
     if (regions !== undefined) {
       this.recover(onProgress, regions);
       return;
@@ -1619,152 +1584,27 @@ export class Pile implements Iterable<PileEntry> {
     this.recover(onProgress);
   }
 
-  /**
-   * What recovery must scan when the last checkpoint can be trusted: the tail's segment from the
-   * checkpoint's tail on, when marked so, and every segment added since. The allocator state is
-   * restored from the checkpoint. undefined (scan everything) when there is no checkpoint of this
-   * boot, a segment is marked as written elsewhere than past the tail, or the marks make no sense.
-   */
-  private checkpointRegions(segmentCount: number): Array<[number, number]> | undefined {
-    const meta = this.meta!;
-    const ck = meta.readCheckpoint();
-    if (ck === undefined || BOOT_ID === '' || ck.bootId !== BOOT_ID || ck.segmentCount > segmentCount) return undefined;
-    if (!this.alloc.restore(ck.state)) return undefined;
-    const tail = this.alloc.tailAddr;
-    const tailSeg = tail !== 0 ? this.fmt.segmentOf(tail) : -1;
-    if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || this.alloc.tailEnd !== (tailSeg + 1) * this.segmentSize)) return undefined;
-    const marks = meta.readMarks(ck.segmentCount);
-    const regions: Array<[number, number]> = [];
-    for (let i = 0; i < ck.segmentCount; i++) {
-      const m = marks[i]!;
-      if (m === MARK_CLEAN) continue;
-      if (m !== MARK_TAIL || i !== tailSeg) return undefined;
-      regions.push([i, tail - i * this.segmentSize]);
-    }
-    for (let i = ck.segmentCount; i < segmentCount; i++) regions.push([i, SEGMENT_HEADER_SIZE]);
-    return regions;
-  }
-
-  /** After an unclean shutdown: replay journals, drop torn records and orphans, rebuild free lists. */
+  /** After an unclean shutdown: see recoverPile. */
   private recover(onProgress: PileOptions['onProgress'], regions?: Array<[number, number]>): void {
-    const r = this.lastRecovery;
-    r.ran = true;
-    r.full = regions === undefined;
-    const scan = regions ?? this.segments.map((s): [number, number] => [s.index, SEGMENT_HEADER_SIZE]);
-    r.regionsScanned = scan.length;
-    for (const [, from] of scan) r.bytesScanned += this.segmentSize - from;
-    this.recovering = true;
-    const total = scan.length * 3;
-    let done = 0;
-    const progress = (): void => onProgress?.({ phase: 'recover', done: ++done, total });
-    // Nothing written since the checkpoint: one event still says that recovery ran and is complete.
-    if (total === 0) onProgress?.({ phase: 'recover', done: 0, total: 0 });
-    // 1. Replay committed journals: they complete a set() that the crash interrupted.
-    const journals: number[] = [];
-    this.walkUsed((seg, off, w) => {
-      if (kindOf(w) === KIND_JOURNAL && this.checkBlock(seg, off) === undefined) journals.push(this.addrOf(seg, off));
-      return seg.u32[off >>> 2]!;
-    }, progress, scan);
-    // Counters are rebuilt at the end, or (from a checkpoint) added to by the walk of what is
-    // scanned: replay must not drift them meanwhile.
-    const counters = regions === undefined ? undefined : this.alloc.snapshot();
-    for (const a of journals) {
-      const j = this.seat(a);
-      this.applyJournal(j.seg, j.off);
-      this.alloc.markFree(j.seg, j.off, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
-      r.journalsReplayed++;
-    }
-    if (counters !== undefined) this.alloc.restore(counters);
-    this.loadCatalog();
-    // 2. Drop torn records, and find link targets. A torn record's size is not covered by a
-    // checksum that holds: it is freed only by a size that the next header confirms (see
-    // Allocator.confirmedSize); otherwise it stays, and the rest of its segment is left untouched,
-    // so that no live record is ever freed with it.
-    const bodies = new Set<number>();
-    const links: number[] = [];
-    this.walkUsed((seg, off, w) => {
-      const size = seg.u32[off >>> 2]!;
-      const reason = this.checkBlock(seg, off);
-      if (reason !== undefined) {
-        // Its size and generation as the header's own evidence gives them, else the size its
-        // neighbours confirm. A generation that may be damaged is never lowered: the larger one.
-        const fixed = headerBitRepair(seg.buf, seg.u32, off, this.segmentSize);
-        if (fixed !== undefined) {
-          const g = genOf(fixed.w1) > genOf(w) ? genOf(fixed.w1) : genOf(w);
-          this.alloc.markFree(seg, off, fixed.size, g);
-          r.tornRecords++;
-          return fixed.size;
-        }
-        const sure = this.alloc.confirmedSize(seg, off, size, size);
-        if (sure < 0) {
-          this.alloc.quarantine(seg, off);
-          r.corrupt.push(corruptAt(seg, off, `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`));
-          return -1;
-        }
-        this.alloc.markFree(seg, off, sure, genOf(w));
-        r.tornRecords++;
-        return sure;
-      }
-      const kind = kindOf(w);
-      if (kind === KIND_LINK) links.push(this.addrOf(seg, off));
-      else if (kind === KIND_CATALOG && this.addrOf(seg, off) !== this.catalogAddr) {
-        this.alloc.markFree(seg, off, size, genOf(w));
-        r.orphansFreed++;
-      } else if (flagsOf(w) & FLAG_BODY) bodies.add(this.addrOf(seg, off));
-      return size;
-    }, progress, scan, r.corrupt);
-    // 3. A body no link reaches was written by a set() that never committed its journal.
-    for (const a of links) {
-      const l = this.seat(a);
-      if (this.locateBody(l.seg, l.off)) bodies.delete(this.addrOf(this.dSeg, this.dOff));
-      else {
-        this.alloc.markFree(l.seg, l.off, l.seg.u32[l.off >>> 2]!, genOf(l.seg.u32[(l.off >>> 2) + 1]!));
-        r.tornRecords++;
-      }
-    }
-    // Where a walk stopped at damage, links past that point were not seen: a body that looks
-    // unreached may be reached from there, so none is freed.
-    if (r.corrupt.length > 0) bodies.clear();
-    for (const a of bodies) {
-      const b = this.seat(a);
-      this.alloc.markFree(b.seg, b.off, b.seg.u32[b.off >>> 2]!, genOf(b.seg.u32[(b.off >>> 2) + 1]!));
-      r.orphansFreed++;
-    }
-    this.recovering = false;
-    if (regions === undefined) this.alloc.rebuild(() => progress());
-    else this.alloc.rebuildRegions(regions, progress);
-  }
-
-  /**
-   * Calls `fn` for each USED block, which returns the size to step by (-1: stop this segment);
-   * free and reserved blocks are stepped over by the size their check words confirm. A size that
-   * can not be trusted ends that segment's walk (recorded in `corrupt`).
-   */
-  private walkUsed(fn: (seg: Segment, off: number, w: number) => number, progress: () => void, scan: ReadonlyArray<readonly [number, number]>, corrupt?: CorruptRecord[]): void {
-    for (const [segIdx, from] of scan) {
-      const seg = this.segments[segIdx]!.use();
-      let off = from;
-      while (off < this.segmentSize) {
-        if (corrupt === undefined) this.lastRecovery.blocksScanned++;
-        let size = seg.u32[off >>> 2]!;
-        if (!this.alloc.saneSize(off, size)) {
-          corrupt?.push(corruptAt(seg, off, `bad block size ${size}; the rest of the segment is left untouched`));
-          break;
-        }
-        const w = seg.u32[(off >>> 2) + 1]!;
-        if (stateOf(w) === STATE_USED) size = fn(seg, off, w);
-        else if (stateOf(w) === STATE_DAMAGED) {
-          corrupt?.push(corruptAt(seg, off, 'a block an earlier recovery found damaged; the rest of the segment is left untouched'));
-          size = -1;
-        } else {
-          size = this.alloc.trustedFreeSize(seg, off);
-          if (size < 0) corrupt?.push(corruptAt(seg, off, 'damaged free block header; the rest of the segment is left untouched'));
-        }
-        if (size < 0) break;
-        off += size;
-      }
-      progress();
-    }
+    recoverPile(
+      {
+        segments: this.segments,
+        alloc: this.alloc,
+        fmt: this.fmt,
+        report: this.lastRecovery,
+        applyJournal: (seg, off) => this.applyJournal(seg, off),
+        loadCatalog: () => {
+          this.loadCatalog();
+          return this.catalogAddr;
+        },
+        linkTarget: (seg, off) => (this.locateBody(seg, off) ? this.addrOf(this.dSeg, this.dOff) : 0),
+        setRecovering: (on) => {
+          this.recovering = on;
+        },
+      },
+      onProgress,
+      regions,
+    );
   }
 
   private releaseFiles(): void {

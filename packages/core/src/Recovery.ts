@@ -1,0 +1,229 @@
+import * as fs from 'node:fs';
+import type { Allocator } from './Allocator';
+import { MARK_CLEAN, MARK_TAIL } from './Allocator';
+import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_USED, flagsOf, genOf, kindOf, stateOf } from './BlockFormat';
+import { blockDamage, headerBitRepair } from './Checksum';
+import { faultPoints } from './FaultPoints';
+import type { MetaFile } from './MetaFile';
+import type { PileOptions } from './PileOptions';
+import type { PointerFormat } from './PointerFormat';
+import type { Segment } from './Segment';
+import { corruptAt, type CorruptRecord } from './Verify';
+
+/**
+ * This boot of the machine ('' where the kernel does not say). A checkpoint carries it: a process
+ * death keeps the page cache, so the marks it holds are complete; after a reboot (an OS crash, a
+ * power loss) the disk may hold any subset of the writes, and recovery scans every segment.
+ */
+export const BOOT_ID = ((): string => {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'latin1').trim();
+  } catch {
+    return '';
+  }
+})();
+
+/** What the last open did to bring the pile back after an unclean shutdown. */
+export interface RecoveryReport {
+  /** True when the previous writer did not close cleanly and this open scanned the pile. */
+  ran: boolean;
+  /** Records found half-written (checksum mismatch) and dropped. */
+  tornRecords: number;
+  /** Interrupted `set` calls completed from their journal. */
+  journalsReplayed: number;
+  /** Unreachable internal blocks freed (orphan bodies, old catalogs). */
+  orphansFreed: number;
+  /** Damage that was left in place, not repaired. */
+  corrupt: CorruptRecord[];
+  /** True when the whole pile was scanned; false when only what was written since the last checkpoint was. */
+  full: boolean;
+  /** Regions scanned: a segment, or the part of one from the checkpoint's tail to its end. */
+  regionsScanned: number;
+  /** Bytes of those regions (a free run is stepped over in one step, whatever its size). */
+  bytesScanned: number;
+  /** Block headers the scan read. */
+  blocksScanned: number;
+}
+
+/** A report of an open that did not need to recover. */
+export function emptyRecoveryReport(): RecoveryReport {
+  return { ran: false, tornRecords: 0, journalsReplayed: 0, orphansFreed: 0, corrupt: [], full: false, regionsScanned: 0, bytesScanned: 0, blocksScanned: 0 };
+}
+
+/** What recovery needs of the pile it brings back. */
+export interface RecoveryHost {
+  readonly segments: readonly Segment[];
+  readonly alloc: Allocator;
+  readonly fmt: PointerFormat;
+  /** Filled in as recovery goes (the pile's lastRecovery). */
+  readonly report: RecoveryReport;
+  /** Carries out the committed journal record at `off` of `seg` (idempotent). */
+  applyJournal(seg: Segment, off: number): void;
+  /** Reads the newest valid catalog; returns the address of its record (0: none). */
+  loadCatalog(): number;
+  /** The address of the live body the link block at `off` of `seg` points at; 0 when there is none. */
+  linkTarget(seg: Segment, off: number): number;
+  /** On while recovery runs: the pile then only marks the blocks it releases free (no free lists yet). */
+  setRecovering(on: boolean): void;
+}
+
+/**
+ * What recovery must scan when the last checkpoint can be trusted: the tail's segment from the
+ * checkpoint's tail on, when marked so, and every segment added since. The allocator state is
+ * restored from the checkpoint. undefined (scan everything) when there is no checkpoint of this
+ * boot, a segment is marked as written elsewhere than past the tail, or the marks make no sense.
+ */
+export function checkpointRegions(meta: MetaFile, alloc: Allocator, fmt: PointerFormat, segmentCount: number): Array<[number, number]> | undefined {
+  const ck = meta.readCheckpoint();
+  if (ck === undefined || BOOT_ID === '' || ck.bootId !== BOOT_ID || ck.segmentCount > segmentCount) return undefined;
+  if (!alloc.restore(ck.state)) return undefined;
+  const tail = alloc.tailAddr;
+  const tailSeg = tail !== 0 ? fmt.segmentOf(tail) : -1;
+  if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || alloc.tailEnd !== (tailSeg + 1) * fmt.segmentSize)) return undefined;
+  const marks = meta.readMarks(ck.segmentCount);
+  const regions: Array<[number, number]> = [];
+  for (let i = 0; i < ck.segmentCount; i++) {
+    const m = marks[i]!;
+    if (m === MARK_CLEAN) continue;
+    if (m !== MARK_TAIL || i !== tailSeg) return undefined;
+    regions.push([i, tail - i * fmt.segmentSize]);
+  }
+  for (let i = ck.segmentCount; i < segmentCount; i++) regions.push([i, SEGMENT_HEADER_SIZE]);
+  return regions;
+}
+
+/**
+ * After an unclean shutdown: replay journals, drop torn records and orphans, rebuild free lists.
+ * `regions` (from {@link checkpointRegions}): only those are scanned; omitted: every segment.
+ */
+export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgress'], regions?: Array<[number, number]>): void {
+  const { segments, alloc, fmt } = host;
+  const segmentSize = fmt.segmentSize;
+  const seat = (addr: number): { seg: Segment; off: number } => {
+    const i = fmt.segmentOf(addr);
+    return { seg: segments[i]!.use(), off: addr - i * segmentSize };
+  };
+  const addrOf = (seg: Segment, off: number): number => fmt.address(seg.index, off);
+  faultPoints.hit?.('recovery-walk');
+  const r = host.report;
+  r.ran = true;
+  r.full = regions === undefined;
+  const scan = regions ?? segments.map((s): [number, number] => [s.index, SEGMENT_HEADER_SIZE]);
+  r.regionsScanned = scan.length;
+  for (const [, from] of scan) r.bytesScanned += segmentSize - from;
+  host.setRecovering(true);
+  const total = scan.length * 3;
+  let done = 0;
+  const progress = (): void => onProgress?.({ phase: 'recover', done: ++done, total });
+  // Nothing written since the checkpoint: one event still says that recovery ran and is complete.
+  if (total === 0) onProgress?.({ phase: 'recover', done: 0, total: 0 });
+  // 1. Replay committed journals: they complete a set() that the crash interrupted.
+  const journals: number[] = [];
+  walkUsed(host, (seg, off, w) => {
+    if (kindOf(w) === KIND_JOURNAL && blockDamage(seg.buf, seg.u32, off) === undefined) journals.push(addrOf(seg, off));
+    return seg.u32[off >>> 2]!;
+  }, progress, scan);
+  // Counters are rebuilt at the end, or (from a checkpoint) added to by the walk of what is
+  // scanned: replay must not drift them meanwhile.
+  const counters = regions === undefined ? undefined : alloc.snapshot();
+  for (const a of journals) {
+    const j = seat(a);
+    host.applyJournal(j.seg, j.off);
+    alloc.markFree(j.seg, j.off, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
+    r.journalsReplayed++;
+  }
+  if (counters !== undefined) alloc.restore(counters);
+  const catalogAddr = host.loadCatalog();
+  // 2. Drop torn records, and find link targets. A torn record's size is not covered by a
+  // checksum that holds: it is freed only by a size that the next header confirms (see
+  // Allocator.confirmedSize); otherwise it stays, and the rest of its segment is left untouched,
+  // so that no live record is ever freed with it.
+  const bodies = new Set<number>();
+  const links: number[] = [];
+  walkUsed(host, (seg, off, w) => {
+    const size = seg.u32[off >>> 2]!;
+    const reason = blockDamage(seg.buf, seg.u32, off);
+    if (reason !== undefined) {
+      // Its size and generation as the header's own evidence gives them, else the size its
+      // neighbours confirm. A generation that may be damaged is never lowered: the larger one.
+      const fixed = headerBitRepair(seg.buf, seg.u32, off, segmentSize);
+      if (fixed !== undefined) {
+        const g = genOf(fixed.w1) > genOf(w) ? genOf(fixed.w1) : genOf(w);
+        alloc.markFree(seg, off, fixed.size, g);
+        r.tornRecords++;
+        return fixed.size;
+      }
+      const sure = alloc.confirmedSize(seg, off, size, size);
+      if (sure < 0) {
+        alloc.quarantine(seg, off);
+        r.corrupt.push(corruptAt(seg, off, `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`));
+        return -1;
+      }
+      alloc.markFree(seg, off, sure, genOf(w));
+      r.tornRecords++;
+      return sure;
+    }
+    const kind = kindOf(w);
+    if (kind === KIND_LINK) links.push(addrOf(seg, off));
+    else if (kind === KIND_CATALOG && addrOf(seg, off) !== catalogAddr) {
+      alloc.markFree(seg, off, size, genOf(w));
+      r.orphansFreed++;
+    } else if (flagsOf(w) & FLAG_BODY) bodies.add(addrOf(seg, off));
+    return size;
+  }, progress, scan, r.corrupt);
+  // 3. A body no link reaches was written by a set() that never committed its journal.
+  for (const a of links) {
+    const l = seat(a);
+    const body = host.linkTarget(l.seg, l.off);
+    if (body !== 0) bodies.delete(body);
+    else {
+      alloc.markFree(l.seg, l.off, l.seg.u32[l.off >>> 2]!, genOf(l.seg.u32[(l.off >>> 2) + 1]!));
+      r.tornRecords++;
+    }
+  }
+  // Where a walk stopped at damage, links past that point were not seen: a body that looks
+  // unreached may be reached from there, so none is freed.
+  if (r.corrupt.length > 0) bodies.clear();
+  for (const a of bodies) {
+    const b = seat(a);
+    alloc.markFree(b.seg, b.off, b.seg.u32[b.off >>> 2]!, genOf(b.seg.u32[(b.off >>> 2) + 1]!));
+    r.orphansFreed++;
+  }
+  host.setRecovering(false);
+  if (regions === undefined) alloc.rebuild(() => progress());
+  else alloc.rebuildRegions(regions, progress);
+}
+
+/**
+ * Calls `fn` for each USED block, which returns the size to step by (-1: stop this segment);
+ * free and reserved blocks are stepped over by the size their check words confirm. A size that
+ * can not be trusted ends that segment's walk (recorded in `corrupt`).
+ */
+function walkUsed(host: RecoveryHost, fn: (seg: Segment, off: number, w: number) => number, progress: () => void, scan: ReadonlyArray<readonly [number, number]>, corrupt?: CorruptRecord[]): void {
+  faultPoints.hit?.('recovery-walk');
+  const segmentSize = host.fmt.segmentSize;
+  for (const [segIdx, from] of scan) {
+    const seg = host.segments[segIdx]!.use();
+    let off = from;
+    while (off < segmentSize) {
+      if (corrupt === undefined) host.report.blocksScanned++;
+      let size = seg.u32[off >>> 2]!;
+      if (!host.alloc.saneSize(off, size)) {
+        corrupt?.push(corruptAt(seg, off, `bad block size ${size}; the rest of the segment is left untouched`));
+        break;
+      }
+      const w = seg.u32[(off >>> 2) + 1]!;
+      if (stateOf(w) === STATE_USED) size = fn(seg, off, w);
+      else if (stateOf(w) === STATE_DAMAGED) {
+        corrupt?.push(corruptAt(seg, off, 'a block an earlier recovery found damaged; the rest of the segment is left untouched'));
+        size = -1;
+      } else {
+        size = host.alloc.trustedFreeSize(seg, off);
+        if (size < 0) corrupt?.push(corruptAt(seg, off, 'damaged free block header; the rest of the segment is left untouched'));
+      }
+      if (size < 0) break;
+      off += size;
+    }
+    progress();
+  }
+}

@@ -6,12 +6,12 @@ import { PileError } from './PileError';
  * pile or cache, but a write from it would run in the middle of the outer write: msgpackr's
  * packing state is one per thread, and the outer write holds a block, a tail position or a
  * scratch entry that the inner one would reuse. Every write of @pile/core and @pile/cache checks
- * `depth` and refuses with {@link reentrantError} while it is not 0.
- * @internal
+ * `depth` and refuses with {@link reentrantError} while it is not 0. Exported for packages built
+ * on the pile (@pile/cache keeps the same rule), not for applications.
  */
 export const encodeGuard = { depth: 0 };
 
-/** The error of a write made from code that runs while a value is being encoded. @internal */
+/** The error of a write made from code that runs while a value is being encoded (see {@link encodeGuard}). */
 export function reentrantError(): PileError {
   return new PileError(
     'PILE_REENTRANT',

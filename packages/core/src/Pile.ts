@@ -27,6 +27,7 @@ import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
 import type { InlineRead } from './SchemaCodegen';
 import { Segment, segmentFileName } from './Segment';
+import type { FieldAccess, TypedStore } from './TypedStore';
 import { TypedView, type SchemaOptions } from './TypedView';
 
 /** Module-local: a reference to the import itself is a property load on each use. */
@@ -48,13 +49,6 @@ const TYPED_BOUND_LIMIT = 4096;
 /** view.field() of a pile with verifyOnRead: every read takes the general path, which checks the checksum. */
 const checkedFieldAccess: FieldAccessCode = (ptr, _segments, _read, slow) => slow(ptr);
 
-/** @internal What TypedView.field calls: shared code, and the pile, reader and general path it is called with. */
-export interface FieldAccess {
-  readonly code: FieldAccessCode;
-  readonly segments: readonly Segment[];
-  readonly read: FieldReader;
-  readonly slow: (ptr: number) => unknown;
-}
 
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
@@ -129,7 +123,7 @@ export function openPile(options: PileOptions = {}): Pile {
  * A store of records outside the V8 heap, in off-heap Buffers or in mapped segment files.
  * See DESIGN.md and docs/guide.md.
  */
-export class Pile implements Iterable<PileEntry> {
+export class Pile implements Iterable<PileEntry>, TypedStore {
   /** True when the pile lives in files and survives restarts. */
   readonly persistent: boolean;
   readonly readonly: boolean;

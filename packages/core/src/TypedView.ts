@@ -1,5 +1,5 @@
 import type { CompiledSchema } from './SchemaCompiler';
-import type { FieldAccess, Pile } from './Pile';
+import type { FieldAccess, TypedStore } from './TypedStore';
 import type { PilePointer } from './PilePointer';
 
 /** lastKey before the first field(): a key no caller can pass, so even `undefined` is looked up (and refused). */
@@ -23,7 +23,7 @@ export class TypedView<T> {
 
   /** @internal */
   constructor(
-    private readonly pile: Pile,
+    private readonly pile: TypedStore,
     /** The schema's id in this pile, stored in each record's header. */
     readonly id: number,
     private readonly codec: CompiledSchema<T>,

@@ -295,7 +295,8 @@ describe('crash consistency under SIGKILL', function () {
     } finally {
       pile.close();
     }
-    expect(model.acked, 'the children did work').to.be.greaterThan(CYCLES * 5);
+    // Not a speed check (a loaded machine gets through few operations per child): the kills must have hit work.
+    expect(model.acked, 'the children did work').to.be.greaterThan(CYCLES);
     if (process.env.PILE_CRASH_VERBOSE) console.log({ cycles: CYCLES, acked: model.acked, interrupted: model.interruptedOps, live: model.certain.size, ...stats });
   });
 });

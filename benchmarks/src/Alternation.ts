@@ -8,7 +8,14 @@ import type { Params, PeerResult, RunContext } from './Workload';
  * machine the rates move by up to ~15% from one process to the next; one process per peer let
  * that decide a ratio. `rateFigure` is listed per process in the peer's notes.
  */
-export function runAlternating(ctx: RunContext, peers: readonly string[], params: Params, processes: number, rateFigure: string, rateLabel: string): PeerResult[] {
+export function runAlternating(
+  ctx: RunContext,
+  peers: readonly string[],
+  params: Params,
+  processes: number,
+  rateFigure: string,
+  rateLabel: string,
+): PeerResult[] {
   const runs = new Map<string, PeerResult[]>(peers.map((peer) => [peer, []]));
   for (let k = 0; k < processes; k++) {
     for (const [peer, results] of runs) results.push(ctx.child(peer, params));

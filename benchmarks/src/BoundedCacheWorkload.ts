@@ -35,13 +35,28 @@ function openStore(peer: string, params: Params, dir: string | undefined): Bound
     const c = new LRUCache<string, string>({ maxSize: maxMemory, sizeCalculation: (v, k) => v.length + k.length });
     let puts = 0;
     // Every key is new: it holds fewer than were put once it evicted.
-    return { put: (k, v) => { c.set(k, v); puts++; }, count: () => c.size, evicting: () => c.size < puts, close: () => c.clear() };
+    return {
+      put: (k, v) => {
+        c.set(k, v);
+        puts++;
+      },
+      count: () => c.size,
+      evicting: () => c.size < puts,
+      close: () => c.clear(),
+    };
   }
   const { openCache } = loadPileCache();
   const cache = openCache({ dir: dir!, maxMemory, segmentSize: num(params, 'segmentSize'), sweepIntervalSec: 0 });
   const table = cache.table<string>('bounded', { collisionMode: peer === 'pile-durable' ? 'durable' : 'speculative' });
   // A speculative table also drops entries when a probe window is full; the memory limit is what is measured.
-  return { put: (k, v) => { table.put(k, v); }, count: () => table.count, evicting: () => table.stats.evicted > 0, close: () => cache.close() };
+  return {
+    put: (k, v) => {
+      table.put(k, v);
+    },
+    count: () => table.count,
+    evicting: () => table.stats.evicted > 0,
+    close: () => cache.close(),
+  };
 }
 
 async function measure(peer: string, params: Params): Promise<PeerResult> {
@@ -85,7 +100,16 @@ async function measure(peer: string, params: Params): Promise<PeerResult> {
     return {
       peer,
       label: PEERS[peer] ?? peer,
-      figures: { fit, puts: total, held, totalMs: times[steps - 1]!, firstTenthPerSec: first, lastTenthPerSec: last, minTenthPerSec: Math.min(...tenths.map((t) => t[1])), lastOverFirst: last / first },
+      figures: {
+        fit,
+        puts: total,
+        held,
+        totalMs: times[steps - 1]!,
+        firstTenthPerSec: first,
+        lastTenthPerSec: last,
+        minTenthPerSec: Math.min(...tenths.map((t) => t[1])),
+        lastOverFirst: last / first,
+      },
       series: { putsPerSec: tenths },
     };
   } finally {
@@ -120,8 +144,12 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         title: `Put rate per tenth of a run of 10x more puts than fit in ${fmtBytes(num(params, 'maxMemory'))}`,
         columns: ['cache', 'entries that fit', 'puts', 'first tenth', 'last tenth', 'slowest tenth', 'last / first'],
         rows: peerRows(peers, 7, (f) => [
-          fmtCount(f['fit'] ?? 0), fmtCount(f['puts'] ?? 0), fmtRate(f['firstTenthPerSec']), fmtRate(f['lastTenthPerSec']),
-          fmtRate(f['minTenthPerSec']), fmtRatio(f['lastOverFirst'] ?? Number.NaN),
+          fmtCount(f['fit'] ?? 0),
+          fmtCount(f['puts'] ?? 0),
+          fmtRate(f['firstTenthPerSec']),
+          fmtRate(f['lastTenthPerSec']),
+          fmtRate(f['minTenthPerSec']),
+          fmtRatio(f['lastOverFirst'] ?? Number.NaN),
         ]),
       },
     ],
@@ -145,7 +173,8 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
 export const boundedCacheWorkload: Workload = {
   name: 'cache-bounded',
   title: 'Bounded cache',
-  description: 'Put rate of a cache at its memory limit: @pile/cache durable and speculative tables under `maxMemory`, and lru-cache with `maxSize`, each given 10x more puts than fit; the put rate of each tenth of the run shows whether it stays flat.',
+  description:
+    'Put rate of a cache at its memory limit: @pile/cache durable and speculative tables under `maxMemory`, and lru-cache with `maxSize`, each given 10x more puts than fit; the put rate of each tenth of the run shows whether it stays flat.',
   params: (o) => ({
     maxMemory: o.smoke ? 4 << 20 : 32 << 20,
     segmentSize: o.smoke ? 1 << 20 : 4 << 20,

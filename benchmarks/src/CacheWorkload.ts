@@ -217,7 +217,12 @@ async function runRedis(ctx: RunContext, params: Params): Promise<PeerResult> {
   try {
     server = await RedisServer.start(binary);
   } catch (err) {
-    return { peer, label: PEERS[peer]!, figures: {}, skipped: `redis-server did not start: ${err instanceof Error ? err.message : String(err)}` };
+    return {
+      peer,
+      label: PEERS[peer]!,
+      figures: {},
+      skipped: `redis-server did not start: ${err instanceof Error ? err.message : String(err)}`,
+    };
   }
   try {
     return ctx.child(peer, { ...params, redisPort: server.port });
@@ -231,27 +236,83 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
   const ok = peers.filter((p) => p.error === undefined && p.skipped === undefined);
   const redis = peers.find((p) => p.peer === 'redis');
   return {
-    ratios: ratios(peers, ['pile-cache', 'pile-cache-mapped'], ['gcPauseMs', 'heapUsed', 'fillPerSec', 'getPerSec', 'putPerSec', 'getP99Us']),
+    ratios: ratios(
+      peers,
+      ['pile-cache', 'pile-cache-mapped'],
+      ['gcPauseMs', 'heapUsed', 'fillPerSec', 'getPerSec', 'putPerSec', 'getP99Us'],
+    ),
     targets: [
-      target(`Full-GC pause with ${N} cache entries alive: @pile/cache ≤ 1/50 of lru-cache's`, peers, 'pile-cache', 'lru-cache', 'gcPauseMs', '<=', 1 / 50, fmtMs),
-      target('Cache get hits/s: @pile/cache ≥ 3x lmdb\'s get', peers, 'pile-cache', 'lmdb', 'getPerSec', '>=', 3, fmtRate),
-      target(`Heap used with ${N} cache entries: @pile/cache ≤ 1/20 of lru-cache's`, peers, 'pile-cache', 'lru-cache', 'heapUsed', '<=', 1 / 20, fmtBytes),
+      target(
+        `Full-GC pause with ${N} cache entries alive: @pile/cache ≤ 1/50 of lru-cache's`,
+        peers,
+        'pile-cache',
+        'lru-cache',
+        'gcPauseMs',
+        '<=',
+        1 / 50,
+        fmtMs,
+      ),
+      target("Cache get hits/s: @pile/cache ≥ 3x lmdb's get", peers, 'pile-cache', 'lmdb', 'getPerSec', '>=', 3, fmtRate),
+      target(
+        `Heap used with ${N} cache entries: @pile/cache ≤ 1/20 of lru-cache's`,
+        peers,
+        'pile-cache',
+        'lru-cache',
+        'heapUsed',
+        '<=',
+        1 / 20,
+        fmtBytes,
+      ),
     ],
     tables: [
       {
         title: `${N} entries (string keys, 5-field values)`,
-        columns: ['cache', 'fill', 'get hits', 'get p50', 'get p99', 'put (replace)', 'put p50', 'put p99', 'heapUsed', 'RSS', 'full GC (median)'],
+        columns: [
+          'cache',
+          'fill',
+          'get hits',
+          'get p50',
+          'get p99',
+          'put (replace)',
+          'put p50',
+          'put p99',
+          'heapUsed',
+          'RSS',
+          'full GC (median)',
+        ],
         rows: peerRows(peers, 11, (f) => [
-          fmtRate(f['fillPerSec']), fmtRate(f['getPerSec']), fmtUs(f['getP50Us']), fmtUs(f['getP99Us']),
-          fmtRate(f['putPerSec']), fmtUs(f['putP50Us']), fmtUs(f['putP99Us']),
-          fmtBytes(f['heapUsed']), fmtBytes(f['rss']), fmtMs(f['gcPauseMs']),
+          fmtRate(f['fillPerSec']),
+          fmtRate(f['getPerSec']),
+          fmtUs(f['getP50Us']),
+          fmtUs(f['getP99Us']),
+          fmtRate(f['putPerSec']),
+          fmtUs(f['putP50Us']),
+          fmtUs(f['putP99Us']),
+          fmtBytes(f['heapUsed']),
+          fmtBytes(f['rss']),
+          fmtMs(f['gcPauseMs']),
         ]),
       },
     ],
     charts: [
-      { kind: 'bars', title: `Cache get hits per second, ${N} entries`, unit: 'gets/s', bars: ok.map((p) => ({ label: p.label, value: p.figures['getPerSec'] ?? 0, highlight: p.peer.startsWith('pile') })) },
-      { kind: 'bars', title: `Cache put (replace) per second, ${N} entries`, unit: 'puts/s', bars: ok.map((p) => ({ label: p.label, value: p.figures['putPerSec'] ?? 0, highlight: p.peer.startsWith('pile') })) },
-      { kind: 'bars', title: `Full-GC pause with ${N} entries alive`, unit: 'ms', bars: ok.map((p) => ({ label: p.label, value: p.figures['gcPauseMs'] ?? 0, highlight: p.peer.startsWith('pile') })) },
+      {
+        kind: 'bars',
+        title: `Cache get hits per second, ${N} entries`,
+        unit: 'gets/s',
+        bars: ok.map((p) => ({ label: p.label, value: p.figures['getPerSec'] ?? 0, highlight: p.peer.startsWith('pile') })),
+      },
+      {
+        kind: 'bars',
+        title: `Cache put (replace) per second, ${N} entries`,
+        unit: 'puts/s',
+        bars: ok.map((p) => ({ label: p.label, value: p.figures['putPerSec'] ?? 0, highlight: p.peer.startsWith('pile') })),
+      },
+      {
+        kind: 'bars',
+        title: `Full-GC pause with ${N} entries alive`,
+        unit: 'ms',
+        bars: ok.map((p) => ({ label: p.label, value: p.figures['gcPauseMs'] ?? 0, highlight: p.peer.startsWith('pile') })),
+      },
     ],
     notes: [
       `@pile/cache, lru-cache and lmdb each run in ${num(params, 'processes')} child processes, taking turns; each of their figures is the median over those processes. Redis runs once.`,
@@ -267,7 +328,8 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
 export const cacheWorkload: Workload = {
   name: 'cache',
   title: 'Cache',
-  description: 'get / put per second and p50 / p99 latency of @pile/cache vs lru-cache vs lmdb, and vs Redis over loopback (ioredis) when a redis-server binary is on the PATH; memory and a forced full-GC pause with the entries alive.',
+  description:
+    'get / put per second and p50 / p99 latency of @pile/cache vs lru-cache vs lmdb, and vs Redis over loopback (ioredis) when a redis-server binary is on the PATH; memory and a forced full-GC pause with the entries alive.',
   params: (o) => ({
     n: o.n ?? (o.smoke ? 20_000 : 2_000_000),
     ops: o.ops ?? (o.smoke ? 20_000 : 1_000_000),

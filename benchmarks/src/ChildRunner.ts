@@ -20,9 +20,15 @@ export function runChild(workload: string, peer: string, params: Params, timeout
     maxBuffer: 64 << 20,
     timeout: timeoutMs,
   });
-  const line = (res.stdout ?? '').split('\n').reverse().find((l) => l.startsWith(RESULT_MARKER));
+  const line = (res.stdout ?? '')
+    .split('\n')
+    .reverse()
+    .find((l) => l.startsWith(RESULT_MARKER));
   if (res.error !== undefined || res.status !== 0 || line === undefined) {
-    const why = res.error !== undefined ? res.error.message : `exit status ${String(res.status)}${res.signal !== null ? ` (signal ${res.signal})` : ''}`;
+    const why =
+      res.error !== undefined
+        ? res.error.message
+        : `exit status ${String(res.status)}${res.signal !== null ? ` (signal ${res.signal})` : ''}`;
     return { peer, label: peer, figures: {}, error: `child ${workload}/${peer} failed: ${why}` };
   }
   return JSON.parse(line.slice(RESULT_MARKER.length)) as PeerResult;

@@ -175,7 +175,9 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         kind: 'bars',
         title: `Put / build rate, ${N} records`,
         unit: 'records/s',
-        bars: peers.filter((p) => p.error === undefined).map((p) => ({ label: p.label, value: p.figures['putPerSec'] ?? 0, highlight: p.peer === 'pile-typed' })),
+        bars: peers
+          .filter((p) => p.error === undefined)
+          .map((p) => ({ label: p.label, value: p.figures['putPerSec'] ?? 0, highlight: p.peer === 'pile-typed' })),
       },
       {
         kind: 'bars',
@@ -185,7 +187,9 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
           .filter((p) => p.error === undefined)
           .flatMap((p) => [
             { label: `${p.label} get`, value: p.figures['getPerSec'] ?? 0, highlight: p.peer === 'pile-typed' },
-            ...(p.figures['fieldPerSec'] !== undefined ? [{ label: 'pile typed field()', value: p.figures['fieldPerSec'], highlight: true }] : []),
+            ...(p.figures['fieldPerSec'] !== undefined
+              ? [{ label: 'pile typed field()', value: p.figures['fieldPerSec'], highlight: true }]
+              : []),
           ]),
       },
     ],
@@ -214,7 +218,8 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
 export const codecWorkload: Workload = {
   name: 'codec',
   title: 'Typed codec',
-  description: "Typed put (a codec compiled from the zod schema) vs the generic msgpackr put vs building the same objects into a Map; typed get (full decode) vs generic get; `view.field(ptr, 'price')` vs a full typed get.",
+  description:
+    "Typed put (a codec compiled from the zod schema) vs the generic msgpackr put vs building the same objects into a Map; typed get (full decode) vs generic get; `view.field(ptr, 'price')` vs a full typed get.",
   params: (o) => ({ n: o.n ?? (o.smoke ? 20_000 : 1_000_000), rounds: o.smoke ? 1 : 5, processes: o.smoke ? 1 : 3 }),
   run,
   measure,

@@ -32,7 +32,12 @@ const PEERS: Record<string, string> = {
 const LMDB_BATCH = 10_000;
 
 /** Map and lru-cache: JS objects on the heap, behind the same four calls. */
-function objectStore(m: { set(k: number, v: Product): unknown; values(): Iterable<Product>; get(k: number): Product | undefined; clear(): void }): Store {
+function objectStore(m: {
+  set(k: number, v: Product): unknown;
+  values(): Iterable<Product>;
+  get(k: number): Product | undefined;
+  clear(): void;
+}): Store {
   return {
     putRange(from, to) {
       for (let i = from; i < to; i++) m.set(i, product(i));
@@ -206,15 +211,25 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
   }
   const ok = peers.filter((p) => p.error === undefined && p.skipped === undefined);
   return {
-    ratios: ratios(peers, ['pile-typed', 'pile-generic', 'pile-mapped'], ['gcPauseMs', 'heapUsed', 'rss', 'buildPerSec', 'enumeratePerSec', 'getPerSec']),
+    ratios: ratios(
+      peers,
+      ['pile-typed', 'pile-generic', 'pile-mapped'],
+      ['gcPauseMs', 'heapUsed', 'rss', 'buildPerSec', 'enumeratePerSec', 'getPerSec'],
+    ),
     targets,
     tables: [
       {
         title: `${N} records of { id, name, price, score, active }`,
         columns: ['store', 'build', 'build rate', 'enumerate', 'random get', 'heapUsed', 'external', 'RSS', 'full GC (median)'],
         rows: peerRows(peers, 9, (f) => [
-          fmtMs(f['buildMs']), fmtRate(f['buildPerSec']), fmtRate(f['enumeratePerSec']), fmtRate(f['getPerSec']),
-          fmtBytes(f['heapUsed']), fmtBytes(f['external']), fmtBytes(f['rss']), fmtMs(f['gcPauseMs']),
+          fmtMs(f['buildMs']),
+          fmtRate(f['buildPerSec']),
+          fmtRate(f['enumeratePerSec']),
+          fmtRate(f['getPerSec']),
+          fmtBytes(f['heapUsed']),
+          fmtBytes(f['external']),
+          fmtBytes(f['rss']),
+          fmtMs(f['gcPauseMs']),
         ]),
       },
     ],
@@ -246,11 +261,13 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
       },
     ],
     notes: [
-      'Each store runs in its own child process (`node --expose-gc --max-old-space-size=8192`). A pile\'s user index is a Float64Array of pointers (one per id), which is counted in `external`, not in the heap.',
+      "Each store runs in its own child process (`node --expose-gc --max-old-space-size=8192`). A pile's user index is a Float64Array of pointers (one per id), which is counted in `external`, not in the heap.",
       `Full GC: \`gc()\` (a full, non-incremental collection) timed with performance.now(), median of ${num(params, 'gcRuns')} while the data is referenced; the curve's earlier points are medians of 3, taken during the build with its clock stopped.`,
       `Random get: ${fmtCount(num(params, 'ops'))} gets of uniformly random ids, each result checked; the pile decodes the whole record on each get, as do lmdb (msgpackr) and every other peer's read of a live object.`,
-      'lmdb: `compression: false, noSync: true` (like the mapped pile, writes reach the OS page cache, not the disk, before returning), puts batched in synchronous transactions of 10,000; its RSS includes the mapped file pages it touched, as does the mapped pile\'s.',
-      figure(peers, 'map', 'baselineHeapUsed') !== undefined ? `Heap of an empty child before the build: ${fmtBytes(figure(peers, 'map', 'baselineHeapUsed'))}; the figures above are absolute, not net of it.` : '',
+      "lmdb: `compression: false, noSync: true` (like the mapped pile, writes reach the OS page cache, not the disk, before returning), puts batched in synchronous transactions of 10,000; its RSS includes the mapped file pages it touched, as does the mapped pile's.",
+      figure(peers, 'map', 'baselineHeapUsed') !== undefined
+        ? `Heap of an empty child before the build: ${fmtBytes(figure(peers, 'map', 'baselineHeapUsed'))}; the figures above are absolute, not net of it.`
+        : '',
     ].filter((s) => s !== ''),
   };
 }
@@ -262,7 +279,8 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
 export const gcWorkload: Workload = {
   name: 'gc',
   title: 'GC and memory',
-  description: 'N records held as plain objects in a Map, in lru-cache, in in-memory piles (typed and generic), in a mapped pile and in lmdb: build, one enumeration pass, random get, memory and a forced full-GC pause with the data alive.',
+  description:
+    'N records held as plain objects in a Map, in lru-cache, in in-memory piles (typed and generic), in a mapped pile and in lmdb: build, one enumeration pass, random get, memory and a forced full-GC pause with the data alive.',
   params: (o) => ({ n: o.n ?? (o.smoke ? 20_000 : 5_000_000), ops: o.ops ?? (o.smoke ? 20_000 : 1_000_000), gcRuns: o.smoke ? 3 : 5 }),
   run,
   measure,

@@ -24,15 +24,21 @@ export class HostProcess {
       if (m.error !== undefined) w.reject(new Error(m.error));
       else w.resolve(m.result);
     });
-    this.exited = new Promise((resolve) => proc.once('exit', () => {
-      for (const w of this.waiting.values()) w.reject(new Error('host process exited'));
-      this.waiting.clear();
-      resolve();
-    }));
+    this.exited = new Promise((resolve) =>
+      proc.once('exit', () => {
+        for (const w of this.waiting.values()) w.reject(new Error('host process exited'));
+        this.waiting.clear();
+        resolve();
+      }),
+    );
   }
 
   /** Forks `script` with `args`; resolves once it runs (not necessarily caught up). */
-  static async start(script: string, args: string[], options: { execArgv?: string[]; env?: Record<string, string> } = {}): Promise<HostProcess> {
+  static async start(
+    script: string,
+    args: string[],
+    options: { execArgv?: string[]; env?: Record<string, string> } = {},
+  ): Promise<HostProcess> {
     const proc = fork(script, args, {
       execArgv: options.execArgv ?? [],
       env: { ...process.env, ...options.env },

@@ -67,9 +67,20 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
     tables: [
       {
         title: `${N} inserts of each kind, one thread`,
-        columns: ['pile', 'string[32] inserts', 'bytes allocated', 'Person (typed) inserts', 'Person (generic) inserts', 'close (msync) after Person typed'],
+        columns: [
+          'pile',
+          'string[32] inserts',
+          'bytes allocated',
+          'Person (typed) inserts',
+          'Person (generic) inserts',
+          'close (msync) after Person typed',
+        ],
         rows: peerRows(peers, 6, (f) => [
-          fmtRate(f['string32PerSec']), fmtBytes(f['string32Bytes']), fmtRate(f['personTypedPerSec']), fmtRate(f['personGenericPerSec']), fmtMs(f['personTypedCloseMs']),
+          fmtRate(f['string32PerSec']),
+          fmtBytes(f['string32Bytes']),
+          fmtRate(f['personTypedPerSec']),
+          fmtRate(f['personGenericPerSec']),
+          fmtMs(f['personTypedCloseMs']),
         ]),
       },
     ],
@@ -86,8 +97,8 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
       },
     ],
     notes: [
-      'The .NET pile\'s own figure was 200 M string[32] inserts in 24 s on 12 threads (about 8.3 M/s, 0.7 M/s per thread); these are one Node thread.',
-      'string[32]: a distinct 32-character ASCII string per insert (made in the loop), stored as UTF-8. Person: `{ id, firstName, lastName, email, born, salary, active }`, 7 fields, made in the loop; typed = `pile.schema(\'person\', zod)`, generic = `pile.put` (msgpackr).',
+      "The .NET pile's own figure was 200 M string[32] inserts in 24 s on 12 threads (about 8.3 M/s, 0.7 M/s per thread); these are one Node thread.",
+      "string[32]: a distinct 32-character ASCII string per insert (made in the loop), stored as UTF-8. Person: `{ id, firstName, lastName, email, born, salary, active }`, 7 fields, made in the loop; typed = `pile.schema('person', zod)`, generic = `pile.put` (msgpackr).",
       'Mapped piles write into fresh files under the OS temp directory; puts do not msync, the close does (its time is shown).',
     ],
   };
@@ -100,7 +111,8 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
 export const insertWorkload: Workload = {
   name: 'insert',
   title: 'Insert throughput',
-  description: 'Inserts per second as the .NET pile reported them: string[32] values and 7-field "Person" objects, single thread, in an in-memory and in a mapped pile.',
+  description:
+    'Inserts per second as the .NET pile reported them: string[32] values and 7-field "Person" objects, single thread, in an in-memory and in a mapped pile.',
   params: (o) => ({ n: o.n ?? (o.smoke ? 20_000 : 2_000_000) }),
   run,
   measure,

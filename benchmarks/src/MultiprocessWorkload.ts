@@ -62,13 +62,21 @@ function uncontended(c: Coordination, ops: number): Figures {
 }
 
 /** Runs `loop` here and in a second process at once; the second process's milliseconds. */
-async function together(c: Coordination, file: string, mode: 'lock' | 'pingpong', count: number, loop: () => number): Promise<{ mine: number; theirs: number }> {
+async function together(
+  c: Coordination,
+  file: string,
+  mode: 'lock' | 'pingpong',
+  count: number,
+  loop: () => number,
+): Promise<{ mine: number; theirs: number }> {
   Atomics.store(c.words, LAYOUT.start, 0);
   Atomics.store(c.words, LAYOUT.ready, 0);
   const script = path.join(__dirname, 'MultiprocessContender.js');
   const child = spawn(process.execPath, [script, file, mode, String(count)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
+  child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    out += d;
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deadline = Date.now() + 120_000;
   while (Atomics.load(c.words, LAYOUT.ready) === 0) {
@@ -128,16 +136,30 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
     tables: [
       {
         title: `Lock costs from JavaScript, ${fmtCount(num(params, 'ops'))} operations per process`,
-        columns: ['processes', 'lock + unlock', 'per process', 'lock + unlock pairs', 'tryLock + unlock', 'futex wake, no waiter', 'Atomics CAS + store', 'futex ping-pong round trip'],
+        columns: [
+          'processes',
+          'lock + unlock',
+          'per process',
+          'lock + unlock pairs',
+          'tryLock + unlock',
+          'futex wake, no waiter',
+          'Atomics CAS + store',
+          'futex ping-pong round trip',
+        ],
         rows: peerRows(peers, 7, (f) => [
-          fmtNs(f['lockUnlockNs']), fmtNs(f['lockUnlockPerProcessNs']), fmtRate(f['lockUnlockPerSec'] ?? (f['lockUnlockNs'] !== undefined ? 1e9 / f['lockUnlockNs'] : undefined)),
-          fmtNs(f['tryLockUnlockNs']), fmtNs(f['futexWakeNs']), fmtNs(f['atomicsCasStoreNs']), fmtNs(f['pingPongRoundTripNs']),
+          fmtNs(f['lockUnlockNs']),
+          fmtNs(f['lockUnlockPerProcessNs']),
+          fmtRate(f['lockUnlockPerSec'] ?? (f['lockUnlockNs'] !== undefined ? 1e9 / f['lockUnlockNs'] : undefined)),
+          fmtNs(f['tryLockUnlockNs']),
+          fmtNs(f['futexWakeNs']),
+          fmtNs(f['atomicsCasStoreNs']),
+          fmtNs(f['pingPongRoundTripNs']),
         ]),
       },
     ],
     charts: [],
     notes: [
-      'The mutex is `@pile/native`\'s SharedMutex (a process-shared robust pthread mutex) in a file mapped as a SharedArrayBuffer; each lock + unlock also increments a plain counter in the file, and the run fails unless the two processes\' total is exact.',
+      "The mutex is `@pile/native`'s SharedMutex (a process-shared robust pthread mutex) in a file mapped as a SharedArrayBuffer; each lock + unlock also increments a plain counter in the file, and the run fails unless the two processes' total is exact.",
       'One process: the best of 5 timed loops after a warm-up (the machine is shared; the minimum is the cost). Two processes: both loops start together on a futex; "lock + unlock" is the wall time over all pairs of both, "per process" what each one\'s own loop took per pair.',
       '"futex wake, no waiter" is one FUTEX_WAKE syscall from JavaScript: what an unlock that wakes unconditionally would add. "Futex ping-pong" passes a turn word back and forth between the two processes, each sleeping on the futex until its turn: two wake-ups per round trip.',
       '"Atomics CAS + store" is a JavaScript spin lock\'s uncontended cost on the same memory, for scale.',
@@ -152,7 +174,8 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
 export const multiprocessWorkload: Workload = {
   name: 'multiprocess',
   title: 'Many processes: lock and wake costs',
-  description: 'The native primitives issue 17 builds on, measured from JavaScript: SharedMutex lock + unlock uncontended and with two processes contending, futex wake, and a futex ping-pong between two processes.',
+  description:
+    'The native primitives issue 17 builds on, measured from JavaScript: SharedMutex lock + unlock uncontended and with two processes contending, futex wake, and a futex ping-pong between two processes.',
   params: (o) => ({ ops: o.ops ?? (o.smoke ? 20_000 : 2_000_000), rounds: o.smoke ? 2_000 : 100_000 }),
   run,
   measure,

@@ -15,7 +15,12 @@ export class Progress {
   constructor(label: string, total: number) {
     if (total >= MIN_TOTAL && process.stderr.isTTY === true) {
       this.bar = new SingleBar(
-        { format: `  ${label.padEnd(28)} [{bar}] {percentage}% {value}/{total} eta {eta}s`, stream: process.stderr, hideCursor: true, clearOnComplete: true },
+        {
+          format: `  ${label.padEnd(28)} [{bar}] {percentage}% {value}/{total} eta {eta}s`,
+          stream: process.stderr,
+          hideCursor: true,
+          clearOnComplete: true,
+        },
         Presets.shades_classic,
       );
       this.bar.start(total, 0);

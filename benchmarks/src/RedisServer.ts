@@ -50,9 +50,13 @@ export class RedisServer {
   /** Starts one on `port`, or on a free port. */
   static async start(binary: string, port?: number): Promise<RedisServer> {
     port ??= await freePort();
-    const proc = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'warning'], {
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    const proc = spawn(
+      binary,
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'warning'],
+      {
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
     const server = new RedisServer(proc, port);
     for (let i = 0; i < 100; i++) {
       if (proc.exitCode !== null) throw new Error(`redis-server exited with status ${proc.exitCode} before accepting connections`);

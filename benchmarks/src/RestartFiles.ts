@@ -1,2 +1,9 @@
 /** Names under the restart workload's directory that its setup writes and its probes read. */
-export const RESTART_FILES = { pile: 'pile', cache: 'cache', json: 'products.json', lmdb: 'lmdb', indexRoot: 'products-index', cacheTable: 'products' };
+export const RESTART_FILES = {
+  pile: 'pile',
+  cache: 'cache',
+  json: 'products.json',
+  lmdb: 'lmdb',
+  indexRoot: 'products-index',
+  cacheTable: 'products',
+};

@@ -14,7 +14,6 @@ interface Probed {
   name: string;
 }
 
-
 interface Opened {
   value: Probed;
   /** performance.now() once the store's modules were loaded. */

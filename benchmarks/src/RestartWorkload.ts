@@ -115,7 +115,8 @@ function probe(store: string, dir: string, id: number): ProbeTimes {
     timeout: 600_000,
   });
   const line = (res.stdout ?? '').split('\n').find((l) => l.startsWith(RESULT_MARKER));
-  if (res.status !== 0 || line === undefined) throw new Error(`restart probe of ${store} failed: ${res.error?.message ?? `exit status ${String(res.status)}`}`);
+  if (res.status !== 0 || line === undefined)
+    throw new Error(`restart probe of ${store} failed: ${res.error?.message ?? `exit status ${String(res.status)}`}`);
   return JSON.parse(line.slice(RESULT_MARKER.length)) as ProbeTimes;
 }
 
@@ -166,17 +167,50 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
   return {
     ratios: {},
     targets: [
-      target(`Warm restart to first get, ${N} records: mapped pile ≥ 20x faster than rebuilding from JSON`, peers, 'pile', 'json', 'firstGetMs', '<=', 1 / 20, fmtMs),
-      target(`Warm restart to first get, ${N} entries: @pile/cache ≥ 20x faster than rebuilding from JSON`, peers, 'cache', 'json', 'firstGetMs', '<=', 1 / 20, fmtMs),
+      target(
+        `Warm restart to first get, ${N} records: mapped pile ≥ 20x faster than rebuilding from JSON`,
+        peers,
+        'pile',
+        'json',
+        'firstGetMs',
+        '<=',
+        1 / 20,
+        fmtMs,
+      ),
+      target(
+        `Warm restart to first get, ${N} entries: @pile/cache ≥ 20x faster than rebuilding from JSON`,
+        peers,
+        'cache',
+        'json',
+        'firstGetMs',
+        '<=',
+        1 / 20,
+        fmtMs,
+      ),
     ],
     tables: [
       {
         title: `${N} records, median of ${num(params, 'repeats')} process starts each`,
-        columns: ['store', 'process start → first get', 'Node boot', 'require() of the store', 'open / rebuild', 'the get', 'after Node boot', 'written in', 'on disk'],
+        columns: [
+          'store',
+          'process start → first get',
+          'Node boot',
+          'require() of the store',
+          'open / rebuild',
+          'the get',
+          'after Node boot',
+          'written in',
+          'on disk',
+        ],
         rows: peerRows(peers, 9, (f) => [
-          fmtMs(f['firstGetMs']), fmtMs(f['bootMs']), fmtMs(f['loadMs']), fmtMs(f['openMs']), fmtMs(f['getMs']),
+          fmtMs(f['firstGetMs']),
+          fmtMs(f['bootMs']),
+          fmtMs(f['loadMs']),
+          fmtMs(f['openMs']),
+          fmtMs(f['getMs']),
           fmtMs(f['netMs']),
-          fmtMs(f['writeMs']), fmtBytes(f['diskBytes']),
+          fmtMs(f['writeMs']),
+          fmtBytes(f['diskBytes']),
         ]),
       },
     ],
@@ -185,11 +219,13 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         kind: 'bars',
         title: `Process start to first served get, ${N} records`,
         unit: 'ms',
-        bars: peers.filter((p) => p.error === undefined && p.figures['firstGetMs'] !== undefined).map((p) => ({ label: p.label, value: p.figures['firstGetMs']!, highlight: p.peer === 'pile' || p.peer === 'cache' })),
+        bars: peers
+          .filter((p) => p.error === undefined && p.figures['firstGetMs'] !== undefined)
+          .map((p) => ({ label: p.label, value: p.figures['firstGetMs']!, highlight: p.peer === 'pile' || p.peer === 'cache' })),
       },
     ],
     notes: [
-      'Each figure is a fresh `node` process that loads only its store\'s modules, opens the data left by a clean close (or reads and parses the JSON file and builds a Map), and serves one get; the time is `performance.now()` at the get\'s return, which counts from the process\'s start, so Node\'s own boot (the "node" row) is in every figure. "After Node boot" is the same process\'s time from its script\'s start to the get (require + open + get): what differs between stores, and free of the boot\'s noise on a busy machine.',
+      "Each figure is a fresh `node` process that loads only its store's modules, opens the data left by a clean close (or reads and parses the JSON file and builds a Map), and serves one get; the time is `performance.now()` at the get's return, which counts from the process's start, so Node's own boot (the \"node\" row) is in every figure. \"After Node boot\" is the same process's time from its script's start to the get (require + open + get): what differs between stores, and free of the boot's noise on a busy machine.",
       'The files were just written, so they are in the OS page cache for every store alike: this is a warm restart, not a cold disk read.',
       'The mapped pile keeps its id → pointer index in one raw block named by a root; @pile/cache keeps its keyed index in the pile itself.',
     ],
@@ -199,7 +235,8 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
 export const restartWorkload: Workload = {
   name: 'restart',
   title: 'Warm restart',
-  description: 'Time from process start to the first served get, for a mapped pile and a @pile/cache of N entries after a clean close, vs rebuilding the same data from a JSON file, vs opening lmdb.',
+  description:
+    'Time from process start to the first served get, for a mapped pile and a @pile/cache of N entries after a clean close, vs rebuilding the same data from a JSON file, vs opening lmdb.',
   params: (o) => ({ n: o.n ?? (o.smoke ? 5_000 : 2_000_000), repeats: o.smoke ? 1 : 5 }),
   run,
   measure,

@@ -41,7 +41,9 @@ function readPointers(file: string): Float64Array {
 
 function rateOfTenths(ms: number[], n: number): Figures {
   const f: Figures = {};
-  ms.forEach((t, i) => { f[`putTenth${i + 1}PerSec`] = perSecond(n / 10, t); });
+  ms.forEach((t, i) => {
+    f[`putTenth${i + 1}PerSec`] = perSecond(n / 10, t);
+  });
   return f;
 }
 
@@ -60,7 +62,10 @@ function writePile(n: number, dir: string, segmentSize: number): Figures {
     const t0 = performance.now();
     for (let i = from; i < to; i++) {
       chunk[c++] = pile.put(record(i));
-      if (c === chunk.length) { writePointers(fd, chunk, c); c = 0; }
+      if (c === chunk.length) {
+        writePointers(fd, chunk, c);
+        c = 0;
+      }
       if ((i & STEP_MASK) === 0) progress.update(i);
     }
     tenths.push(performance.now() - t0);
@@ -73,7 +78,17 @@ function writePile(n: number, dir: string, segmentSize: number): Figures {
   const t0 = performance.now();
   pile.close();
   const closeMs = performance.now() - t0;
-  return { ...rateOfTenths(tenths, n), putPerSec: perSecond(n, tenths.reduce((a, b) => a + b, 0)), gcMs, rssBytes: rss, closeMs, diskBytes: diskBytes(target) };
+  return {
+    ...rateOfTenths(tenths, n),
+    putPerSec: perSecond(
+      n,
+      tenths.reduce((a, b) => a + b, 0),
+    ),
+    gcMs,
+    rssBytes: rss,
+    closeMs,
+    diskBytes: diskBytes(target),
+  };
 }
 
 /** Child: the open of the pile as it is (clean, or left by a killed writer), then random gets, warm-up, verify. */
@@ -83,7 +98,13 @@ function probePile(dir: string, n: number, what: string, warmMs: number): Figure
   const pile = openPile({ dir: target });
   const openMs = performance.now() - t0;
   const r = pile.lastRecovery;
-  const f: Figures = { openMs, recoveryFull: r.full ? 1 : 0, regionsScanned: r.regionsScanned, bytesScanned: r.bytesScanned, blocksScanned: r.blocksScanned };
+  const f: Figures = {
+    openMs,
+    recoveryFull: r.full ? 1 : 0,
+    regionsScanned: r.regionsScanned,
+    bytesScanned: r.bytesScanned,
+    blocksScanned: r.blocksScanned,
+  };
   if (what === 'gets') {
     const ptrs = readPointers(path.join(dir, 'pointers.f64'));
     const ids = randomIndexes(n, GET_BATCH, 12345);
@@ -145,20 +166,37 @@ async function writeLmdb(n: number, dir: string): Promise<Figures> {
   for (let i = 0; i < ids.length; i++) consume(db2.get(ids[i]!)!.length);
   const getColdPerSec = perSecond(ids.length, performance.now() - t1);
   await db2.close();
-  return { ...rateOfTenths(tenths, n), putPerSec: perSecond(n, tenths.reduce((a, b) => a + b, 0)), gcMs, rssBytes: rss, diskBytes: diskBytes(target), openMs, getColdPerSec };
+  return {
+    ...rateOfTenths(tenths, n),
+    putPerSec: perSecond(
+      n,
+      tenths.reduce((a, b) => a + b, 0),
+    ),
+    gcMs,
+    rssBytes: rss,
+    diskBytes: diskBytes(target),
+    openMs,
+    getColdPerSec,
+  };
 }
 
 async function measure(peer: string, params: Params): Promise<PeerResult> {
   const n = num(params, 'n');
   const dir = str(params, 'dir');
   switch (peer) {
-    case 'write-pile': return { peer, label: 'pile', figures: writePile(n, dir, num(params, 'segmentSize')) };
+    case 'write-pile':
+      return { peer, label: 'pile', figures: writePile(n, dir, num(params, 'segmentSize')) };
     case 'open-clean':
-    case 'open-killed': return { peer, label: 'pile', figures: probePile(dir, n, 'open', 0) };
-    case 'kill': return killedWriter(dir);
-    case 'gets': return { peer, label: 'pile', figures: probePile(dir, n, 'gets', num(params, 'warmMs')) };
-    case 'lmdb': return { peer, label: 'lmdb', figures: await writeLmdb(n, dir) };
-    default: throw new Error(`scale workload: unknown peer ${peer}`);
+    case 'open-killed':
+      return { peer, label: 'pile', figures: probePile(dir, n, 'open', 0) };
+    case 'kill':
+      return killedWriter(dir);
+    case 'gets':
+      return { peer, label: 'pile', figures: probePile(dir, n, 'gets', num(params, 'warmMs')) };
+    case 'lmdb':
+      return { peer, label: 'lmdb', figures: await writeLmdb(n, dir) };
+    default:
+      throw new Error(`scale workload: unknown peer ${peer}`);
   }
 }
 
@@ -171,22 +209,37 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
       const p = { ...params, n, dir };
       const label = `pile ${fmtCount(n)}`;
       const w = ctx.child('write-pile', p);
-      if (w.error !== undefined) { out.push({ ...w, peer: `pile-${n}`, label }); continue; }
+      if (w.error !== undefined) {
+        out.push({ ...w, peer: `pile-${n}`, label });
+        continue;
+      }
       const clean = ctx.child('open-clean', p);
       // The killed writer reports nothing: it must end by its own SIGKILL.
-      const k = spawnSync(process.execPath, [path.join(__dirname, 'child.js'), 'scale', 'kill', JSON.stringify(p)], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 600_000 });
-      if (k.signal !== 'SIGKILL') throw new Error(`scale: the writer to be killed ended with status ${String(k.status)} signal ${String(k.signal)}`);
+      const k = spawnSync(process.execPath, [path.join(__dirname, 'child.js'), 'scale', 'kill', JSON.stringify(p)], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+        timeout: 600_000,
+      });
+      if (k.signal !== 'SIGKILL')
+        throw new Error(`scale: the writer to be killed ended with status ${String(k.status)} signal ${String(k.signal)}`);
       const killed = ctx.child('open-killed', p);
       const gets = ctx.child('gets', p);
       const err = [clean, killed, gets].find((r) => r.error !== undefined)?.error;
       const figures: Figures = {
-        n, ...w.figures,
-        cleanOpenMs: clean.figures['openMs']!, killedOpenMs: killed.figures['openMs']!,
-        killedRecoveryFull: killed.figures['recoveryFull']!, killedBlocksScanned: killed.figures['blocksScanned']!, killedBytesScanned: killed.figures['bytesScanned']!,
-        getColdPerSec: gets.figures['getColdPerSec']!, getWarmPerSec: gets.figures['getWarmPerSec']!, verifyMs: gets.figures['verifyMs']!,
+        n,
+        ...w.figures,
+        cleanOpenMs: clean.figures['openMs']!,
+        killedOpenMs: killed.figures['openMs']!,
+        killedRecoveryFull: killed.figures['recoveryFull']!,
+        killedBlocksScanned: killed.figures['blocksScanned']!,
+        killedBytesScanned: killed.figures['bytesScanned']!,
+        getColdPerSec: gets.figures['getColdPerSec']!,
+        getWarmPerSec: gets.figures['getWarmPerSec']!,
+        verifyMs: gets.figures['verifyMs']!,
         loadAverage: os.loadavg()[0]!,
       };
-      ctx.log(`${label}: put ${fmtRate(figures['putPerSec'])}, clean open ${fmtMs(figures['cleanOpenMs'])}, open after kill -9 ${fmtMs(figures['killedOpenMs'])} (${figures['killedRecoveryFull'] ? 'full scan' : `${figures['killedBlocksScanned']} blocks scanned`}), load ${figures['loadAverage']!.toFixed(1)}`);
+      ctx.log(
+        `${label}: put ${fmtRate(figures['putPerSec'])}, clean open ${fmtMs(figures['cleanOpenMs'])}, open after kill -9 ${fmtMs(figures['killedOpenMs'])} (${figures['killedRecoveryFull'] ? 'full scan' : `${figures['killedBlocksScanned']} blocks scanned`}), load ${figures['loadAverage']!.toFixed(1)}`,
+      );
       out.push({ peer: `pile-${n}`, label, figures, ...(err !== undefined ? { error: err } : {}) });
     } finally {
       removeDir(dir);
@@ -205,16 +258,27 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
 }
 
 function summarize(params: Params, peers: PeerResult[]): Summary {
-  const rows = peers.filter((p) => p.error === undefined).map((p) => {
-    const f = p.figures;
-    const tenths = Array.from({ length: 10 }, (_, i) => f[`putTenth${i + 1}PerSec`]);
-    return [
-      p.label, fmtBytes(f['diskBytes']), fmtRate(tenths[0]), fmtRate(tenths[9]), fmtMs(f['gcMs']), fmtBytes(f['rssBytes']),
-      fmtMs(f['cleanOpenMs'] ?? f['openMs']), fmtMs(f['killedOpenMs']),
-      f['killedOpenMs'] === undefined ? '–' : f['killedRecoveryFull'] ? 'whole pile' : `${fmtCount(f['killedBlocksScanned']!)} blocks`,
-      fmtRate(f['getColdPerSec']), fmtRate(f['getWarmPerSec']), fmtMs(f['verifyMs']), (f['loadAverage'] ?? 0).toFixed(1),
-    ];
-  });
+  const rows = peers
+    .filter((p) => p.error === undefined)
+    .map((p) => {
+      const f = p.figures;
+      const tenths = Array.from({ length: 10 }, (_, i) => f[`putTenth${i + 1}PerSec`]);
+      return [
+        p.label,
+        fmtBytes(f['diskBytes']),
+        fmtRate(tenths[0]),
+        fmtRate(tenths[9]),
+        fmtMs(f['gcMs']),
+        fmtBytes(f['rssBytes']),
+        fmtMs(f['cleanOpenMs'] ?? f['openMs']),
+        fmtMs(f['killedOpenMs']),
+        f['killedOpenMs'] === undefined ? '–' : f['killedRecoveryFull'] ? 'whole pile' : `${fmtCount(f['killedBlocksScanned']!)} blocks`,
+        fmtRate(f['getColdPerSec']),
+        fmtRate(f['getWarmPerSec']),
+        fmtMs(f['verifyMs']),
+        (f['loadAverage'] ?? 0).toFixed(1),
+      ];
+    });
   const pileRows = peers.filter((p) => p.peer.startsWith('pile-') && p.error === undefined);
   return {
     ratios: {},
@@ -222,26 +286,45 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
     tables: [
       {
         title: 'string[32] records in a mapped pile (segmentSize 256 MiB), one writer; lmdb the peer',
-        columns: ['store', 'disk', 'put rate, first tenth', 'put rate, last tenth', 'full GC', 'RSS after writing', 'clean open', `open after kill -9 (≤ ${fmtCount(KILL_AFTER_WRITES)} writes)`, 'recovery scanned', 'random get, new process', `random get after ${num(params, 'warmMs') / 1000} s warm-up`, 'verify', 'load avg'],
+        columns: [
+          'store',
+          'disk',
+          'put rate, first tenth',
+          'put rate, last tenth',
+          'full GC',
+          'RSS after writing',
+          'clean open',
+          `open after kill -9 (≤ ${fmtCount(KILL_AFTER_WRITES)} writes)`,
+          'recovery scanned',
+          'random get, new process',
+          `random get after ${num(params, 'warmMs') / 1000} s warm-up`,
+          'verify',
+          'load avg',
+        ],
         rows,
       },
       {
         title: 'Put rate per tenth of the records (M/s)',
         columns: ['store', ...Array.from({ length: 10 }, (_, i) => `${i + 1}`)],
-        rows: peers.filter((p) => p.error === undefined).map((p) => [p.label, ...Array.from({ length: 10 }, (_, i) => fmtRate(p.figures[`putTenth${i + 1}PerSec`]))]),
+        rows: peers
+          .filter((p) => p.error === undefined)
+          .map((p) => [p.label, ...Array.from({ length: 10 }, (_, i) => fmtRate(p.figures[`putTenth${i + 1}PerSec`]))]),
       },
     ],
-    charts: pileRows.length === 0 ? [] : [
-      {
-        kind: 'bars',
-        title: 'Open of the pile: clean, and after a kill -9 that followed 10 k writes (ms)',
-        unit: 'ms',
-        bars: pileRows.flatMap((p) => [
-          { label: `${p.label} clean`, value: p.figures['cleanOpenMs']! },
-          { label: `${p.label} after kill -9`, value: p.figures['killedOpenMs']!, highlight: true },
-        ]),
-      },
-    ],
+    charts:
+      pileRows.length === 0
+        ? []
+        : [
+            {
+              kind: 'bars',
+              title: 'Open of the pile: clean, and after a kill -9 that followed 10 k writes (ms)',
+              unit: 'ms',
+              bars: pileRows.flatMap((p) => [
+                { label: `${p.label} clean`, value: p.figures['cleanOpenMs']! },
+                { label: `${p.label} after kill -9`, value: p.figures['killedOpenMs']!, highlight: true },
+              ]),
+            },
+          ],
     notes: [
       `Each row is a new pile of N records \`record-<i>\` padded to 32 characters, put by one writer into a mapped pile of 256 MiB segments (lmdb: transactions of ${LMDB_BATCH} puts, no sync). Every figure but the writer's is a fresh process.`,
       '"open after kill -9": a process opens the cleanly closed pile, puts 10 000 records and kills itself with SIGKILL; the figure is the next open, which recovers. "recovery scanned" is what that recovery walked (`lastRecovery`): since checkpoints (docs/durability.md) it is the blocks written after the last checkpoint, not the pile.',
@@ -255,7 +338,8 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
 export const scaleWorkload: Workload = {
   name: 'scale',
   title: 'Scale: 10 M to 100 M records',
-  description: 'N string[32] records in a mapped pile (segmentSize 256 MiB): put rate per tenth, full GC, RSS, disk, clean open, open after a kill -9 that followed 10 k writes, random gets in a new process at once and after warm-up, verify; lmdb at 10 M as the peer.',
+  description:
+    'N string[32] records in a mapped pile (segmentSize 256 MiB): put rate per tenth, full GC, RSS, disk, clean open, open after a kill -9 that followed 10 k writes, random gets in a new process at once and after warm-up, verify; lmdb at 10 M as the peer.',
   params: (o) => ({
     sizes: o.n !== undefined ? String(o.n) : o.smoke ? '20000' : '10000000,50000000,100000000',
     segmentSize: o.smoke ? 16 * MiB : 256 * MiB,

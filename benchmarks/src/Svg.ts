@@ -97,7 +97,9 @@ export function lineChart(c: LineChart): string {
   c.lines.forEach((l, i) => {
     const color = PALETTE[i % PALETTE.length]!;
     const pts = [...l.points].sort((a, b) => a[0] - b[0]);
-    parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map(([x, y]) => `${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ')}"/>`);
+    parts.push(
+      `<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map(([x, y]) => `${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ')}"/>`,
+    );
     for (const [x, y] of pts) parts.push(`<circle cx="${X(x).toFixed(1)}" cy="${Y(y).toFixed(1)}" r="3" fill="${color}"/>`);
     const ly = top + 10 + i * 20;
     const last = pts[pts.length - 1];

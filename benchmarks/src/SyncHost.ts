@@ -23,9 +23,18 @@ const t = synced.table<string>('t', { collisionMode: 'durable', initialCapacity:
 const table = t.table;
 const applied0 = synced.stats.applied;
 let caughtUp: { ms: number; replayed: number } | undefined;
-void synced.ready.then(() => { caughtUp = { ms: now() - started, replayed: synced.stats.applied - applied0 }; });
+void synced.ready.then(() => {
+  caughtUp = { ms: now() - started, replayed: synced.stats.applied - applied0 };
+});
 
-interface Msg extends HostRequest { from?: number; to?: number; gen?: number; n?: number; ms?: number; keys?: string[] }
+interface Msg extends HostRequest {
+  from?: number;
+  to?: number;
+  gen?: number;
+  n?: number;
+  ms?: number;
+  keys?: string[];
+}
 
 async function handle(m: Msg): Promise<unknown> {
   const from = m.from ?? 0;

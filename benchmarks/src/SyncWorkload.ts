@@ -61,26 +61,30 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
     const changed = await c.request<{ present: number }>('read', { from: 0, to: invalidations });
     const unchanged = await c.request<{ present: number }>('read', { from: invalidations, to: n });
     const afterRatio = await c.request<{ hits: number; total: number }>('hitRatio', { to: n, ms: phaseMs });
-    ctx.log(`restart: caught up in ${fmtMs(st.caughtUp.ms)} (${st.caughtUp.replayed} replayed), stale ${changed.present}, hit ratio ${(before.hits / before.total).toFixed(3)} → ${(afterRatio.hits / afterRatio.total).toFixed(3)}`);
-    return [{
-      peer: PEER,
-      label: LABEL,
-      figures: {
-        propagationP50Ms: quantile(lat, 0.5),
-        propagationP99Ms: quantile(lat, 0.99),
-        propagationMaxMs: Math.max(...lat),
-        propagationSamples: lat.length,
-        propagationLost: lost,
-        catchUpMs: st.caughtUp.ms,
-        replayed: st.caughtUp.replayed,
-        gaps: st.sync.gaps,
-        staleServed: changed.present,
-        unchangedServed: unchanged.present,
-        hitRatioBefore: before.hits / before.total,
-        hitRatioAfter: afterRatio.hits / afterRatio.total,
-        elapsedMs: performance.now() - t0,
+    ctx.log(
+      `restart: caught up in ${fmtMs(st.caughtUp.ms)} (${st.caughtUp.replayed} replayed), stale ${changed.present}, hit ratio ${(before.hits / before.total).toFixed(3)} → ${(afterRatio.hits / afterRatio.total).toFixed(3)}`,
+    );
+    return [
+      {
+        peer: PEER,
+        label: LABEL,
+        figures: {
+          propagationP50Ms: quantile(lat, 0.5),
+          propagationP99Ms: quantile(lat, 0.99),
+          propagationMaxMs: Math.max(...lat),
+          propagationSamples: lat.length,
+          propagationLost: lost,
+          catchUpMs: st.caughtUp.ms,
+          replayed: st.caughtUp.replayed,
+          gaps: st.sync.gaps,
+          staleServed: changed.present,
+          unchangedServed: unchanged.present,
+          hitRatioBefore: before.hits / before.total,
+          hitRatioAfter: afterRatio.hits / afterRatio.total,
+          elapsedMs: performance.now() - t0,
+        },
       },
-    }];
+    ];
   } catch (err) {
     return [{ peer: PEER, label: LABEL, figures: {}, error: err instanceof Error ? err.message : String(err) }];
   } finally {
@@ -92,7 +96,8 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
 
 function bar(statement: string, value: number | undefined, op: '<=' | '>=', bound: number, fmt: (v: number) => string): TargetResult {
   const required = `${op === '<=' ? '≤' : '≥'} ${fmt(bound)}`;
-  if (value === undefined || !Number.isFinite(value)) return { statement, measured: 'not measured', ratio: Number.NaN, required, met: null };
+  if (value === undefined || !Number.isFinite(value))
+    return { statement, measured: 'not measured', ratio: Number.NaN, required, met: null };
   // The ratio is to the bound (0.37x: a third of what is allowed); a bound of 0 gives 1x when met.
   const ratio = bound > 0 ? value / bound : value === 0 ? 1 : Number.POSITIVE_INFINITY;
   return { statement, measured: fmt(value), ratio, required, met: op === '<=' ? value <= bound : value >= bound };
@@ -101,7 +106,8 @@ function bar(statement: string, value: number | undefined, op: '<=' | '>=', boun
 function summarize(params: Params, peers: PeerResult[]): Summary {
   const p = peers.find((x) => x.peer === PEER && x.error === undefined && x.skipped === undefined);
   const f = p?.figures ?? {};
-  const ratio = f['hitRatioBefore'] !== undefined && f['hitRatioAfter'] !== undefined ? f['hitRatioAfter'] / f['hitRatioBefore'] : undefined;
+  const ratio =
+    f['hitRatioBefore'] !== undefined && f['hitRatioAfter'] !== undefined ? f['hitRatioAfter'] / f['hitRatioBefore'] : undefined;
   const pct = (v: number): string => `${(v * 100).toFixed(1)} %`;
   const cnt = (v: number): string => fmtCount(v);
   const secs = num(params, 'phaseMs') < 1000 ? `${num(params, 'phaseMs')} ms` : `${(num(params, 'phaseMs') / 1000).toFixed(0)} s`;
@@ -110,7 +116,13 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
     targets: [
       bar('Propagation of an invalidation to the other hosts, p50', f['propagationP50Ms'], '<=', 1, fmtMs),
       bar('Propagation of an invalidation to the other hosts, p99', f['propagationP99Ms'], '<=', 10, fmtMs),
-      bar(`Host SIGKILLed during ${fmtCount(num(params, 'invalidations'))} invalidations: stale values served after restart`, f['staleServed'], '<=', 0, cnt),
+      bar(
+        `Host SIGKILLed during ${fmtCount(num(params, 'invalidations'))} invalidations: stale values served after restart`,
+        f['staleServed'],
+        '<=',
+        0,
+        cnt,
+      ),
       bar('Host SIGKILLed during invalidations: restart catch-up (syncCache to caught up)', f['catchUpMs'], '<=', 1000, fmtMs),
       bar(`Hit ratio in the first ${secs} after the restart / before the kill`, ratio, '>=', 0.9, pct),
     ],
@@ -118,16 +130,28 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
       {
         title: `Three host processes on one redis-server (loopback), ${fmtCount(num(params, 'n'))} keys`,
         columns: ['figure', 'value'],
-        rows: p === undefined ? [] : [
-          ['propagation p50 / p99 / max', `${fmtMs(f['propagationP50Ms'])} / ${fmtMs(f['propagationP99Ms'])} / ${fmtMs(f['propagationMaxMs'])}`],
-          ['propagation samples (lost)', `${fmtCount(f['propagationSamples'] ?? 0)} (${f['propagationLost']})`],
-          ['restart: syncCache to caught up', fmtMs(f['catchUpMs'])],
-          ['invalidations replayed at restart', fmtCount(f['replayed'] ?? 0)],
-          ['stale values served after restart', String(f['staleServed'])],
-          ['unchanged keys served after restart', `${fmtCount(f['unchangedServed'] ?? 0)} of ${fmtCount(num(params, 'n') - num(params, 'invalidations'))}`],
-          [`hit ratio before the kill / first ${secs} after the restart`, `${pct(f['hitRatioBefore'] ?? Number.NaN)} / ${pct(f['hitRatioAfter'] ?? Number.NaN)}`],
-          ['gaps', String(f['gaps'])],
-        ],
+        rows:
+          p === undefined
+            ? []
+            : [
+                [
+                  'propagation p50 / p99 / max',
+                  `${fmtMs(f['propagationP50Ms'])} / ${fmtMs(f['propagationP99Ms'])} / ${fmtMs(f['propagationMaxMs'])}`,
+                ],
+                ['propagation samples (lost)', `${fmtCount(f['propagationSamples'] ?? 0)} (${f['propagationLost']})`],
+                ['restart: syncCache to caught up', fmtMs(f['catchUpMs'])],
+                ['invalidations replayed at restart', fmtCount(f['replayed'] ?? 0)],
+                ['stale values served after restart', String(f['staleServed'])],
+                [
+                  'unchanged keys served after restart',
+                  `${fmtCount(f['unchangedServed'] ?? 0)} of ${fmtCount(num(params, 'n') - num(params, 'invalidations'))}`,
+                ],
+                [
+                  `hit ratio before the kill / first ${secs} after the restart`,
+                  `${pct(f['hitRatioBefore'] ?? Number.NaN)} / ${pct(f['hitRatioAfter'] ?? Number.NaN)}`,
+                ],
+                ['gaps', String(f['gaps'])],
+              ],
       },
     ],
     charts: [],
@@ -142,7 +166,8 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
 export const syncWorkload: Workload = {
   name: 'sync',
   title: 'Caches on three hosts kept coherent through Redis Streams',
-  description: 'Propagation of invalidations between three host processes through one redis-server, and a host SIGKILLed during 10,000 invalidations then restarted: catch-up, stale values, hit ratio.',
+  description:
+    'Propagation of invalidations between three host processes through one redis-server, and a host SIGKILLed during 10,000 invalidations then restarted: catch-up, stale values, hit ratio.',
   params: (o) => ({
     n: o.n ?? (o.smoke ? 2_000 : 100_000),
     invalidations: o.smoke ? 500 : 10_000,

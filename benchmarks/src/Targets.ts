@@ -31,7 +31,13 @@ export function target(
   const b = figure(peers, peer, key);
   const required = `${op === '<=' ? '≤' : '≥'} ${fmtRatio(bound)}`;
   if (a === undefined || b === undefined) {
-    return { statement, measured: `${label(peers, pile)}: ${a === undefined ? 'not measured' : fmt(a)}, ${label(peers, peer)}: ${b === undefined ? 'not measured' : fmt(b)}`, ratio: Number.NaN, required, met: null };
+    return {
+      statement,
+      measured: `${label(peers, pile)}: ${a === undefined ? 'not measured' : fmt(a)}, ${label(peers, peer)}: ${b === undefined ? 'not measured' : fmt(b)}`,
+      ratio: Number.NaN,
+      required,
+      met: null,
+    };
   }
   const ratio = b === 0 ? (a === 0 ? 1 : Number.POSITIVE_INFINITY) : a / b;
   return {
@@ -44,7 +50,11 @@ export function target(
 }
 
 /** ratios[pileVariant][peer][key] = pile / peer for each key both report. */
-export function ratios(peers: readonly PeerResult[], pileVariants: readonly string[], keys: readonly string[]): Record<string, Record<string, Figures>> {
+export function ratios(
+  peers: readonly PeerResult[],
+  pileVariants: readonly string[],
+  keys: readonly string[],
+): Record<string, Record<string, Figures>> {
   const out: Record<string, Record<string, Figures>> = {};
   for (const pv of pileVariants) {
     const mine: Record<string, Figures> = {};

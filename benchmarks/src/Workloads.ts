@@ -10,7 +10,17 @@ import { syncWorkload } from './SyncWorkload';
 import type { Workload } from './Workload';
 
 /** Every workload, in the order `bench` runs them and the report lists them. */
-export const WORKLOADS: readonly Workload[] = [gcWorkload, codecWorkload, insertWorkload, restartWorkload, cacheWorkload, boundedCacheWorkload, syncWorkload, scaleWorkload, multiprocessWorkload];
+export const WORKLOADS: readonly Workload[] = [
+  gcWorkload,
+  codecWorkload,
+  insertWorkload,
+  restartWorkload,
+  cacheWorkload,
+  boundedCacheWorkload,
+  syncWorkload,
+  scaleWorkload,
+  multiprocessWorkload,
+];
 
 export function findWorkload(name: string): Workload {
   const w = WORKLOADS.find((x) => x.name === name);

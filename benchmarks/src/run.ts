@@ -37,7 +37,8 @@ workloads: ${WORKLOADS.map((w) => `${w.name} (${w.title})`).join(', ')}
 function count(flag: string, text: string | undefined): number {
   const m = /^(\d+(?:\.\d+)?(?:e\d+)?)([kmKM]?)$/.exec(text ?? '');
   const v = m === null ? Number.NaN : Number(m[1]) * (m[2] === '' ? 1 : m[2]!.toLowerCase() === 'k' ? 1e3 : 1e6);
-  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`${flag}: expected a positive integer such as 100000, 500k or 5m, got ${String(text)}`);
+  if (!Number.isSafeInteger(v) || v < 1)
+    throw new Error(`${flag}: expected a positive integer such as 100000, 500k or 5m, got ${String(text)}`);
   return v;
 }
 
@@ -46,7 +47,8 @@ function parse(argv: string[]): Cli {
   const cli: Partial<Cli> & { smoke: boolean; reportOnly: boolean } = { smoke: false, reportOnly: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const [flag, inline] =
+      a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
     const value = (): string | undefined => inline ?? argv[++i];
     if (flag === '--smoke') cli.smoke = true;
     else if (flag === '--report-only') cli.reportOnly = true;
@@ -102,7 +104,13 @@ async function main(): Promise<number> {
       description: w.description,
       date: new Date().toISOString(),
       machine,
-      command: ['pnpm bench', w.name, ...(cli.smoke ? ['--smoke'] : []), ...(cli.n !== undefined ? [`--n ${cli.n}`] : []), ...(cli.ops !== undefined ? [`--ops ${cli.ops}`] : [])].join(' '),
+      command: [
+        'pnpm bench',
+        w.name,
+        ...(cli.smoke ? ['--smoke'] : []),
+        ...(cli.n !== undefined ? [`--n ${cli.n}`] : []),
+        ...(cli.ops !== undefined ? [`--ops ${cli.ops}`] : []),
+      ].join(' '),
       smoke: cli.smoke,
       params,
       peers,
@@ -111,7 +119,9 @@ async function main(): Promise<number> {
     };
     fs.writeFileSync(path.join(cli.out, `${w.name}.json`), `${JSON.stringify(result, null, 2)}\n`);
     for (const t of result.targets) {
-      process.stderr.write(`  target ${t.met === true ? 'MET    ' : t.met === false ? 'NOT MET' : 'n/a    '} ${t.statement}: ${t.measured}\n`);
+      process.stderr.write(
+        `  target ${t.met === true ? 'MET    ' : t.met === false ? 'NOT MET' : 'n/a    '} ${t.statement}: ${t.measured}\n`,
+      );
     }
   }
   writeReport(cli.out, cli.doc, cli.reportOnly ? undefined : `pnpm bench ${cli.argv.join(' ')}`.trim());

@@ -18,7 +18,9 @@ describe('benchmarks smoke run', function () {
   it('measures every peer of the gc and codec workloads, writes their results and a report with targets and charts', function () {
     if (!fs.existsSync(RUN)) this.skip(); // `tsc -b` builds dist before the suite runs (pnpm test)
     const doc = path.join(dir, 'benchmarks.md');
-    const res = spawnSync(process.execPath, [RUN, 'gc', 'codec', '--smoke', '--n', '3000', '--ops', '3000', '--out', dir, '--doc', doc], { encoding: 'utf8' });
+    const res = spawnSync(process.execPath, [RUN, 'gc', 'codec', '--smoke', '--n', '3000', '--ops', '3000', '--out', dir, '--doc', doc], {
+      encoding: 'utf8',
+    });
     expect(res.status, res.stderr).to.equal(0);
 
     const gc = JSON.parse(fs.readFileSync(path.join(dir, 'gc.json'), 'utf8')) as WorkloadResult;

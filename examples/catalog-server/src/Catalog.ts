@@ -22,7 +22,13 @@ export class Catalog {
   /** True when this start generated and loaded the catalog, false when it found it loaded. */
   readonly loadedNow: boolean;
 
-  private constructor(readonly pile: Pile, readonly cache: PileCache, readonly products: CacheTable<Product>, loadedNow: boolean, readonly size: number) {
+  private constructor(
+    readonly pile: Pile,
+    readonly cache: PileCache,
+    readonly products: CacheTable<Product>,
+    loadedNow: boolean,
+    readonly size: number,
+  ) {
     this.loadedNow = loadedNow;
   }
 
@@ -35,7 +41,11 @@ export class Catalog {
     const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
     // After a crash the open recovers first: say so, as `recovering: n/N` lines (one per tenth of each phase).
     const onProgress = recoveryLog(log);
-    const pile = openPile(options.segmentSize === undefined ? { dir: options.dir, onProgress } : { dir: options.dir, segmentSize: options.segmentSize, onProgress });
+    const pile = openPile(
+      options.segmentSize === undefined
+        ? { dir: options.dir, onProgress }
+        : { dir: options.dir, segmentSize: options.segmentSize, onProgress },
+    );
     try {
       const cache = openCache({ pile, onProgress });
       const products = cache.table<Product>('products', {
@@ -60,7 +70,11 @@ export class Catalog {
   private static load(products: CacheTable<Product>, n: number, log: (line: string) => void): void {
     const t0 = Date.now();
     const bar = process.stderr.isTTY
-      ? new SingleBar({ stream: process.stderr, format: 'loading catalog [{bar}] {percentage}% | {value}/{total} products | ETA {eta}s', hideCursor: true })
+      ? new SingleBar({
+          stream: process.stderr,
+          format: 'loading catalog [{bar}] {percentage}% | {value}/{total} products | ETA {eta}s',
+          hideCursor: true,
+        })
       : undefined;
     bar?.start(n, 0);
     const step = Math.max(1, Math.floor(n / 10));

@@ -13,7 +13,10 @@ const MAX_BODY = 64 * 1024;
 const STREAM_CHUNK = 64 * 1024;
 
 class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -26,7 +29,8 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown): void
 
 function parseId(raw: string): number {
   const id = Number(raw);
-  if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff || String(id) !== raw) throw new HttpError(400, `bad product id '${raw}': expected a 32-bit integer`);
+  if (!Number.isInteger(id) || id < -0x80000000 || id > 0x7fffffff || String(id) !== raw)
+    throw new HttpError(400, `bad product id '${raw}': expected a 32-bit integer`);
   return id;
 }
 
@@ -139,7 +143,10 @@ export class CatalogServer {
     const merged = { ...(old ?? {}), ...(body as Record<string, unknown>), id };
     const parsed = ProductSchema.safeParse(merged);
     if (!parsed.success) {
-      throw new HttpError(400, `not a product: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+      throw new HttpError(
+        400,
+        `not a product: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
+      );
     }
     const product: Product = parsed.data;
     if (this.shared === undefined) this.catalog.products.put(id, product);
@@ -194,26 +201,60 @@ export class CatalogServer {
     const out: string[] = [
       promFamily('catalog_products', 'gauge', 'Products in the catalog table.', [[{}, t.count]]),
       promFamily('catalog_table_capacity', 'gauge', 'Slots of the products table index.', [[{}, t.capacity]]),
-      promFamily('catalog_table_operations_total', 'counter', 'Operations on the products table by outcome.',
-        Object.entries(ts).filter(([, v]) => typeof v === 'number').map(([k, v]) => [{ outcome: k }, v])),
+      promFamily(
+        'catalog_table_operations_total',
+        'counter',
+        'Operations on the products table by outcome.',
+        Object.entries(ts)
+          .filter(([, v]) => typeof v === 'number')
+          .map(([k, v]) => [{ outcome: k }, v]),
+      ),
       promFamily('pile_objects', 'gauge', 'Live records in the pile.', [[{}, p.objectCount]]),
       promFamily('pile_links', 'gauge', 'Records moved to a larger block.', [[{}, p.linkCount]]),
       promFamily('pile_segments', 'gauge', 'Segment files of the pile.', [[{}, p.segmentCount]]),
       promFamily('pile_bytes', 'gauge', 'Pile bytes by state.', [
-        [{ state: 'total' }, p.totalBytes], [{ state: 'allocated' }, p.allocatedBytes], [{ state: 'utilized' }, p.utilizedBytes],
-        [{ state: 'overhead' }, p.overheadBytes], [{ state: 'free' }, p.freeBytes],
+        [{ state: 'total' }, p.totalBytes],
+        [{ state: 'allocated' }, p.allocatedBytes],
+        [{ state: 'utilized' }, p.utilizedBytes],
+        [{ state: 'overhead' }, p.overheadBytes],
+        [{ state: 'free' }, p.freeBytes],
       ]),
-      promFamily('nodejs_gc_pauses_total', 'counter', 'Garbage collections by kind.', Object.entries(this.gc.byKind).map(([k, f]) => [{ kind: k }, f.count])),
-      promFamily('nodejs_gc_pause_seconds_total', 'counter', 'Time spent in garbage collection by kind.', Object.entries(this.gc.byKind).map(([k, f]) => [{ kind: k }, f.totalMs / 1000])),
-      promFamily('nodejs_gc_pause_seconds_max', 'gauge', 'Longest garbage-collection pause by kind.', Object.entries(this.gc.byKind).map(([k, f]) => [{ kind: k }, f.maxMs / 1000])),
+      promFamily(
+        'nodejs_gc_pauses_total',
+        'counter',
+        'Garbage collections by kind.',
+        Object.entries(this.gc.byKind).map(([k, f]) => [{ kind: k }, f.count]),
+      ),
+      promFamily(
+        'nodejs_gc_pause_seconds_total',
+        'counter',
+        'Time spent in garbage collection by kind.',
+        Object.entries(this.gc.byKind).map(([k, f]) => [{ kind: k }, f.totalMs / 1000]),
+      ),
+      promFamily(
+        'nodejs_gc_pause_seconds_max',
+        'gauge',
+        'Longest garbage-collection pause by kind.',
+        Object.entries(this.gc.byKind).map(([k, f]) => [{ kind: k }, f.maxMs / 1000]),
+      ),
       promFamily('process_memory_bytes', 'gauge', 'Process memory by kind.', [
-        [{ kind: 'rss' }, mem.rss], [{ kind: 'heap_used' }, mem.heapUsed], [{ kind: 'heap_total' }, mem.heapTotal], [{ kind: 'external' }, mem.external],
+        [{ kind: 'rss' }, mem.rss],
+        [{ kind: 'heap_used' }, mem.heapUsed],
+        [{ kind: 'heap_total' }, mem.heapTotal],
+        [{ kind: 'external' }, mem.external],
       ]),
-      promFamily('catalog_startup_seconds', 'gauge', 'Time from process start to ready.', [[{ loaded: String(this.startup.loadedNow) }, this.startup.readyMs / 1000]]),
-      promFamily('http_requests_total', 'counter', 'HTTP requests by route and status.', [...this.requests].map(([k, v]) => {
-        const [route, status] = k.split(' ') as [string, string];
-        return [{ route, status }, v];
-      })),
+      promFamily('catalog_startup_seconds', 'gauge', 'Time from process start to ready.', [
+        [{ loaded: String(this.startup.loadedNow) }, this.startup.readyMs / 1000],
+      ]),
+      promFamily(
+        'http_requests_total',
+        'counter',
+        'HTTP requests by route and status.',
+        [...this.requests].map(([k, v]) => {
+          const [route, status] = k.split(' ') as [string, string];
+          return [{ route, status }, v];
+        }),
+      ),
     ];
     return out.join('');
   }

@@ -41,10 +41,17 @@ export class GcMonitor {
 }
 
 /** One Prometheus metric family in text exposition format 0.0.4. */
-export function promFamily(name: string, type: 'counter' | 'gauge', help: string, samples: [labels: Record<string, string>, value: number][]): string {
+export function promFamily(
+  name: string,
+  type: 'counter' | 'gauge',
+  help: string,
+  samples: [labels: Record<string, string>, value: number][],
+): string {
   const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
   for (const [labels, value] of samples) {
-    const l = Object.entries(labels).map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`).join(',');
+    const l = Object.entries(labels)
+      .map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)
+      .join(',');
     lines.push(`${name}${l === '' ? '' : `{${l}}`} ${Number.isFinite(value) ? value : 0}`);
   }
   return `${lines.join('\n')}\n`;

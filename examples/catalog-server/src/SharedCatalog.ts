@@ -23,7 +23,12 @@ export class SharedCatalog {
     await redis.connect();
     const synced = syncCache(catalog.cache, { redis: url, stream: 'catalog:inv' });
     try {
-      const shared = new SharedCatalog(catalog, redis, synced, synced.table<Product>('products', { collisionMode: 'durable', schema: ProductSchema }));
+      const shared = new SharedCatalog(
+        catalog,
+        redis,
+        synced,
+        synced.table<Product>('products', { collisionMode: 'durable', schema: ProductSchema }),
+      );
       await synced.ready;
       return shared;
     } catch (err) {

@@ -47,7 +47,9 @@ async function main(): Promise<void> {
   const shared = values.redis === undefined ? undefined : await SharedCatalog.open(catalog, values.redis);
   const server = new CatalogServer(catalog, { readyMs, loadedNow: catalog.loadedNow }, shared);
   const bound = await server.listen(port);
-  process.stdout.write(`${catalog.loadedNow ? 'catalog loaded' : 'catalog found loaded (warm start)'}: ${catalog.products.count} products\n`);
+  process.stdout.write(
+    `${catalog.loadedNow ? 'catalog loaded' : 'catalog found loaded (warm start)'}: ${catalog.products.count} products\n`,
+  );
   process.stdout.write(`ready in ${readyMs} ms\n`);
   if (shared !== undefined) process.stdout.write(`in sync through ${values.redis} (origin ${shared.synced.origin})\n`);
   process.stdout.write(`listening on http://127.0.0.1:${bound}\n`);

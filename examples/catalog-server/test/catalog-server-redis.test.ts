@@ -11,11 +11,19 @@ const REPO = path.resolve(__dirname, '../../..');
 const MAIN = path.join(REPO, 'examples/catalog-server/dist/main.js');
 const N = 500;
 
-interface Server { child: ChildProcess; port: number; exited: Promise<void> }
+interface Server {
+  child: ChildProcess;
+  port: number;
+  exited: Promise<void>;
+}
 
 function start(dir: string, url: string): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, '--dir', dir, '--port', '0', '--products', String(N), '--segment-size', String(1 << 20), '--redis', url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [MAIN, '--dir', dir, '--port', '0', '--products', String(N), '--segment-size', String(1 << 20), '--redis', url],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     let err = '';
     const exited = new Promise<void>((res) => child.on('exit', () => res()));
@@ -48,7 +56,10 @@ describe('catalog-server --redis: three servers stay coherent', function () {
   const servers: Server[] = [];
 
   before(async () => {
-    execFileSync(process.execPath, [path.join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'examples/catalog-server'], { cwd: REPO, stdio: 'inherit' });
+    execFileSync(process.execPath, [path.join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'examples/catalog-server'], {
+      cwd: REPO,
+      stdio: 'inherit',
+    });
     redis = await startRedis();
   });
   after(async () => {
@@ -88,7 +99,9 @@ describe('catalog-server --redis: three servers stay coherent', function () {
       times.push(performance.now() - t0);
     }
     times.sort((x, y) => x - y);
-    console.log(`      PUT on one server seen on all three: median ${times[10]!.toFixed(1)} ms, max ${times[19]!.toFixed(1)} ms (HTTP round trips included)`);
+    console.log(
+      `      PUT on one server seen on all three: median ${times[10]!.toFixed(1)} ms, max ${times[19]!.toFixed(1)} ms (HTTP round trips included)`,
+    );
     // A server stopped while another writes replays the change when it starts again.
     const s1 = servers[1]!;
     s1.child.kill('SIGTERM');

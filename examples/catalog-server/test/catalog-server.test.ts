@@ -20,7 +20,9 @@ interface Started {
 
 function start(dir: string): Promise<Started> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, '--dir', dir, '--port', '0', '--products', String(N), '--segment-size', String(1 << 20)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [MAIN, '--dir', dir, '--port', '0', '--products', String(N), '--segment-size', String(1 << 20)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
@@ -34,7 +36,12 @@ function start(dir: string): Promise<Started> {
   });
 }
 
-function request(port: number, method: string, urlPath: string, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function request(
+  port: number,
+  method: string,
+  urlPath: string,
+  body?: string,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, method, path: urlPath, agent: false }, (res) => {
       let text = '';
@@ -50,7 +57,10 @@ describe('catalog-server', function () {
   this.timeout(120_000);
   let dir: string;
   before(() => {
-    execFileSync(process.execPath, [path.join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'examples/catalog-server'], { cwd: REPO, stdio: 'inherit' });
+    execFileSync(process.execPath, [path.join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'examples/catalog-server'], {
+      cwd: REPO,
+      stdio: 'inherit',
+    });
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-catalog-'));
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -110,7 +120,11 @@ describe('catalog-server', function () {
       // Speed is measured in benchmarks/ (restart workload), not here: a loaded machine stretches it. This only
       // rules out a start that rebuilt the index (the warm-start line above) or hung.
       expect(ready).to.be.within(0, 60_000);
-      expect(JSON.parse((await request(second.port, 'GET', '/products/42')).body)).to.deep.equal({ ...generateProduct(42), price: 12.5, stock: 7 });
+      expect(JSON.parse((await request(second.port, 'GET', '/products/42')).body)).to.deep.equal({
+        ...generateProduct(42),
+        price: 12.5,
+        stock: 7,
+      });
       expect(JSON.parse((await request(second.port, 'GET', '/products/2999')).body)).to.deep.equal(generateProduct(2999));
       const stats = JSON.parse((await request(second.port, 'GET', '/stats')).body) as Record<string, Record<string, unknown>>;
       expect(stats['startup']['loadedNow']).to.equal(false);
@@ -128,7 +142,10 @@ describe('catalog-server', function () {
       await first.exited;
       const second = await start(crashDir);
       try {
-        const lines = second.stderr().split('\n').filter((l) => l.startsWith('recovering: '));
+        const lines = second
+          .stderr()
+          .split('\n')
+          .filter((l) => l.startsWith('recovering: '));
         expect(lines.length, second.stderr()).to.be.greaterThan(1);
         for (const l of lines) expect(l).to.match(/^recovering: \d+\/\d+ \((recover|cache-index|cache-orphans)\)$/);
         expect(lines.some((l) => l.endsWith('(recover)'))).to.equal(true);

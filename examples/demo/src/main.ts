@@ -15,7 +15,7 @@ const Product = z.object({ id: z.number().int(), name: z.string(), price: z.numb
 type Product = z.infer<typeof Product>;
 
 function product(i: number): Product {
-  return { id: i, name: `product ${i} of the demo catalog`, price: (i % 1000) * 1.25, score: (i * 7919) % 101 / 10, active: i % 3 !== 0 };
+  return { id: i, name: `product ${i} of the demo catalog`, price: (i % 1000) * 1.25, score: ((i * 7919) % 101) / 10, active: i % 3 !== 0 };
 }
 
 function arg(name: string, fallback: string): string {
@@ -73,7 +73,9 @@ function main(): void {
   const pileGc = fullGcMs();
   const pileMem = process.memoryUsage();
   const st = pile.stats;
-  console.log(`Pile (mapped)      build ${ms(pileBuild)}  full GC ${ms(pileGc)}  heapUsed +${mb(Math.max(0, pileMem.heapUsed - before.heapUsed))}  (${st.segmentCount} segment(s), ${mb(st.allocatedBytes)} of records in ${dir})`);
+  console.log(
+    `Pile (mapped)      build ${ms(pileBuild)}  full GC ${ms(pileGc)}  heapUsed +${mb(Math.max(0, pileMem.heapUsed - before.heapUsed))}  (${st.segmentCount} segment(s), ${mb(st.allocatedBytes)} of records in ${dir})`,
+  );
   console.log(`\nfull GC with the records alive: ${(objGc / Math.max(pileGc, 0.01)).toFixed(0)}x shorter with the pile`);
 
   // 3. Close, reopen, read everything back.
@@ -87,11 +89,14 @@ function main(): void {
   for (let i = 0; i < n; i++) {
     const got = view.get(ptrs[i] as PilePointer);
     const want = product(i);
-    if (got.id !== want.id || got.name !== want.name || got.price !== want.price || got.score !== want.score || got.active !== want.active) mismatches++;
+    if (got.id !== want.id || got.name !== want.name || got.price !== want.price || got.score !== want.score || got.active !== want.active)
+      mismatches++;
   }
   const readAll = performance.now() - t;
   const first = pile.getRoot('demo:first');
-  console.log(`reopened in ${ms(reopen)} (recovery scan: ${pile.lastRecovery.ran ? 'yes' : 'no'}), read back ${n.toLocaleString()} records in ${ms(readAll)}: ${mismatches === 0 ? 'all intact' : `${mismatches} MISMATCHES`}`);
+  console.log(
+    `reopened in ${ms(reopen)} (recovery scan: ${pile.lastRecovery.ran ? 'yes' : 'no'}), read back ${n.toLocaleString()} records in ${ms(readAll)}: ${mismatches === 0 ? 'all intact' : `${mismatches} MISMATCHES`}`,
+  );
   console.log(`root 'demo:first' -> ${first === undefined ? 'missing' : JSON.stringify(pile.get(first))}`);
   const report = pile.verify();
   console.log(`verify: ${report.ok ? 'ok' : 'DAMAGE'} (${report.recordsChecked.toLocaleString()} records checked)`);

@@ -10,7 +10,14 @@ const outDir = path.join(__dirname, '..', '.doc-snippets');
 
 /** Every document a user reads: README.md and docs/*.md. */
 function documents(): string[] {
-  return ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => path.join('docs', f))];
+  return [
+    'README.md',
+    ...fs
+      .readdirSync(path.join(root, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .sort()
+      .map((f) => path.join('docs', f)),
+  ];
 }
 
 /** The ```ts and ```js blocks of a document: TypeScript runs through ts-node, JavaScript as CommonJS. */
@@ -50,7 +57,11 @@ describe('documentation snippets', function () {
         // Each snippet in a directory of its own, so that its relative paths ('./data') start empty.
         const dir = fs.mkdtempSync(path.join(cwd, 'run-'));
         const args = lang === 'ts' ? ['-r', require.resolve('ts-node/register/transpile-only'), file] : [file];
-        const r = spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8', env: { ...process.env, TS_NODE_PROJECT: path.join(root, 'tsconfig.json') } });
+        const r = spawnSync(process.execPath, args, {
+          cwd: dir,
+          encoding: 'utf8',
+          env: { ...process.env, TS_NODE_PROJECT: path.join(root, 'tsconfig.json') },
+        });
         expect(r.status, `${r.stdout}\n${r.stderr}`).to.equal(0);
       });
     }
@@ -66,9 +77,21 @@ describe('documentation facts', () => {
       const dir = path.join(root, 'packages', name!.slice('@pile/'.length));
       if (!fs.existsSync(path.join(dir, 'package.json'))) continue;
       const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-      const actual = Object.keys(pkg.dependencies ?? {}).filter((d) => d.startsWith('@pile/')).map((d) => d.slice('@pile/'.length)).sort();
+      const actual = Object.keys(pkg.dependencies ?? {})
+        .filter((d) => d.startsWith('@pile/'))
+        .map((d) => d.slice('@pile/'.length))
+        .sort();
       const ours = new Set(fs.readdirSync(path.join(root, 'packages')));
-      const listed = deps!.split(',').map((d) => d.trim().replace(/^@pile\//, '').replace(/`/g, '')).filter((d) => ours.has(d)).sort();
+      const listed = deps!
+        .split(',')
+        .map((d) =>
+          d
+            .trim()
+            .replace(/^@pile\//, '')
+            .replace(/`/g, ''),
+        )
+        .filter((d) => ours.has(d))
+        .sort();
       expect(listed, name).to.deep.equal(actual);
     }
   });

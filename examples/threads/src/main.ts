@@ -70,7 +70,23 @@ function rng(seed: number): () => number {
   };
 }
 
-const WORDS = ['pile', 'graph', 'mmap', 'heap', 'pointer', 'segment', 'thread', 'reply', 'follow', 'node', 'edge', 'restart', 'fast', 'gc', 'pause'];
+const WORDS = [
+  'pile',
+  'graph',
+  'mmap',
+  'heap',
+  'pointer',
+  'segment',
+  'thread',
+  'reply',
+  'follow',
+  'node',
+  'edge',
+  'restart',
+  'fast',
+  'gc',
+  'pause',
+];
 
 function build(pile: Pile, flags: Flags): void {
   const started = Date.now();
@@ -80,7 +96,10 @@ function build(pile: Pile, flags: Flags): void {
   const feed = openList<number>(pile, 'feed');
   const n = flags.users;
   const postCount = n;
-  const bar = new SingleBar({ format: 'building {phase} [{bar}] {percentage}% | {value}/{total} | {eta}s left', etaBuffer: 1000 }, Presets.shades_classic);
+  const bar = new SingleBar(
+    { format: 'building {phase} [{bar}] {percentage}% | {value}/{total} | {eta}s left', etaBuffer: 1000 },
+    Presets.shades_classic,
+  );
   // Ids only while building: a Float64Array of pointers, not JS objects.
   const users = new Float64Array(n);
   const inDegree = new Uint32Array(n);
@@ -155,7 +174,9 @@ function main(): void {
     const feed = openList<number>(pile, 'feed');
     const meta = pile.schema('threads:meta', Meta).get(pile.getRoot('threads:meta')!);
     console.log(`opened ${flags.dir}: pile ${openTime}${pile.lastRecovery.ran ? ' (recovered after a crash)' : ''}, graphs ${ms(t0)}`);
-    console.log(`  ${follows.nodeCount} users, ${follows.edgeCount} follows, ${posts.nodeCount} posts, ${posts.edgeCount} replies, feed of ${feed.length} (built in ${(meta.buildMs / 1000).toFixed(1)} s)`);
+    console.log(
+      `  ${follows.nodeCount} users, ${follows.edgeCount} follows, ${posts.nodeCount} posts, ${posts.edgeCount} replies, feed of ${feed.length} (built in ${(meta.buildMs / 1000).toFixed(1)} s)`,
+    );
 
     // The longest reply thread: from every root post, walk the replies (in-edges) breadth-first.
     t0 = process.hrtime.bigint();
@@ -168,7 +189,8 @@ function main(): void {
     }
     const threadTime = ms(t0);
     const chain: PilePointer[] = [];
-    for (let p: PilePointer | undefined = best.deepest; p !== undefined; p = posts.neighbors(p, 'out').next().value ?? undefined) chain.push(p);
+    for (let p: PilePointer | undefined = best.deepest; p !== undefined; p = posts.neighbors(p, 'out').next().value ?? undefined)
+      chain.push(p);
     chain.reverse();
     console.log(`longest reply thread: ${chain.length} posts (found in ${threadTime})`);
     const show = (p: PilePointer, i: number): void => {
@@ -195,7 +217,9 @@ function main(): void {
     }
     console.log(`latest posts (${ms(t0)}): ${latest.map((t) => JSON.stringify(t)).join(', ')}`);
     const heap = process.memoryUsage();
-    console.log(`V8 heap used ${(heap.heapUsed / 2 ** 20).toFixed(0)} MB; pile ${(pile.stats.totalBytes / 2 ** 20).toFixed(0)} MB mapped, ${pile.stats.objectCount} records`);
+    console.log(
+      `V8 heap used ${(heap.heapUsed / 2 ** 20).toFixed(0)} MB; pile ${(pile.stats.totalBytes / 2 ** 20).toFixed(0)} MB mapped, ${pile.stats.objectCount} records`,
+    );
   } finally {
     pile.close();
   }

@@ -1,7 +1,21 @@
 import type { Pile, PilePointer } from '@pile/core';
 import {
-  E_EXPIRES, E_HASH, E_KEY, E_KEY_TYPE, E_PRIORITY, E_SEQ, H_COUNT, H_EXPIRING, H_SEQ, H_TOMBS, MAX_TABLE_ID, TAG_CHUNK,
-  TAG_ENTRY, TAG_HEADER, TAG_MARK, keyLength,
+  E_EXPIRES,
+  E_HASH,
+  E_KEY,
+  E_KEY_TYPE,
+  E_PRIORITY,
+  E_SEQ,
+  H_COUNT,
+  H_EXPIRING,
+  H_SEQ,
+  H_TOMBS,
+  MAX_TABLE_ID,
+  TAG_CHUNK,
+  TAG_ENTRY,
+  TAG_HEADER,
+  TAG_MARK,
+  keyLength,
 } from './EntryFormat';
 import { decodeKey } from './KeyCodec';
 import { TOMBSTONE, type SlotIndex } from './SlotIndex';

@@ -1,9 +1,34 @@
 import { PileError, type CompiledSchema, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import {
-  E_CREATED, E_EXPIRES, E_KEY, E_PRIORITY, E_SEQ, E_VALUE_KIND, H_COUNT, H_EXPIRING, H_SEQ, H_TOMBS, HEADER_WORDS,
-  S_COLLISIONS, S_EVICTED, S_EXPIRED, S_HITS, S_INSERTS, S_MISSES, S_OVERWRITES, S_REMOVES, S_REPLACES, STAT_NAMES, H_STATS,
-  TAG_ENTRY, align8, tagOf, valueLength, valueOffset, writeEntryHead,
+  E_CREATED,
+  E_EXPIRES,
+  E_KEY,
+  E_PRIORITY,
+  E_SEQ,
+  E_VALUE_KIND,
+  H_COUNT,
+  H_EXPIRING,
+  H_SEQ,
+  H_TOMBS,
+  HEADER_WORDS,
+  S_COLLISIONS,
+  S_EVICTED,
+  S_EXPIRED,
+  S_HITS,
+  S_INSERTS,
+  S_MISSES,
+  S_OVERWRITES,
+  S_REMOVES,
+  S_REPLACES,
+  STAT_NAMES,
+  H_STATS,
+  TAG_ENTRY,
+  align8,
+  tagOf,
+  valueLength,
+  valueOffset,
+  writeEntryHead,
 } from './EntryFormat';
 import { EVICTION_SAMPLES, EvictionPool } from './Eviction';
 import type { CacheKey } from './KeyCodec';
@@ -104,7 +129,9 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
   get stats(): TableStats {
     this.check();
     const s = {} as Record<(typeof STAT_NAMES)[number], number>;
-    STAT_NAMES.forEach((n, i) => { s[n] = this.header[H_STATS + i]!; });
+    STAT_NAMES.forEach((n, i) => {
+      s[n] = this.header[H_STATS + i]!;
+    });
     return s;
   }
 
@@ -150,7 +177,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
           throw invalidOption('priority', `expected an int32, got ${String(priority)}`);
         }
       }
-      if (opts.maxAgeSec !== undefined && opts.expiresAt !== undefined) throw invalidOption('expiresAt', 'give maxAgeSec or expiresAt, not both');
+      if (opts.maxAgeSec !== undefined && opts.expiresAt !== undefined)
+        throw invalidOption('expiresAt', 'give maxAgeSec or expiresAt, not both');
       if (opts.maxAgeSec !== undefined) {
         maxAgeSec = opts.maxAgeSec;
         if (typeof maxAgeSec !== 'number' || !Number.isFinite(maxAgeSec) || maxAgeSec < 0) {
@@ -159,7 +187,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
       }
       if (opts.expiresAt !== undefined) {
         const e = opts.expiresAt instanceof Date ? opts.expiresAt.getTime() : opts.expiresAt;
-        if (typeof e !== 'number' || !Number.isFinite(e) || e <= 0) throw invalidOption('expiresAt', `expected a Date or ms since the epoch, got ${String(opts.expiresAt)}`);
+        if (typeof e !== 'number' || !Number.isFinite(e) || e <= 0)
+          throw invalidOption('expiresAt', `expected a Date or ms since the epoch, got ${String(opts.expiresAt)}`);
         expiresAt = e;
       }
     }
@@ -173,7 +202,10 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     // 2^31 the 32-bit align8 of a key length wraps.
     const room = host.pile.segmentSize;
     if (vlen > room || (key instanceof Uint8Array && key.length > room)) {
-      throw new PileError('PILE_TOO_LARGE', `a cache entry with a ${key instanceof Uint8Array ? `${key.length}-byte key and ` : ''}${vlen}-byte value does not fit in a segment of ${room} bytes (segmentSize)`);
+      throw new PileError(
+        'PILE_TOO_LARGE',
+        `a cache entry with a ${key instanceof Uint8Array ? `${key.length}-byte key and ` : ''}${vlen}-byte value does not fit in a segment of ${room} bytes (segmentSize)`,
+      );
     }
     const now = host.clock();
     if (expiresAt < 0) expiresAt = maxAgeSec > 0 ? now + maxAgeSec * 1000 : 0;
@@ -199,7 +231,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
       checkOptionKeys(opts, 'get', 'maxAgeSec', '', '');
       if (opts.maxAgeSec !== undefined) {
         maxAge = opts.maxAgeSec;
-        if (typeof maxAge !== 'number' || Number.isNaN(maxAge) || maxAge < 0) throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAge)}`);
+        if (typeof maxAge !== 'number' || Number.isNaN(maxAge) || maxAge < 0)
+          throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAge)}`);
       }
     }
     const host = this.host;
@@ -463,7 +496,13 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     const idx = this.idx;
     const cap = idx.capacity;
     // probeLimit() written out: this runs on every get and put (npx -y pnpm@12.4.2 bench cache).
-    return idx.find(this.host.keys, this.host.mem, this.entryTag, this.speculative ? Math.min(SPECULATIVE_PROBES, cap) : cap, this.meta.name);
+    return idx.find(
+      this.host.keys,
+      this.host.mem,
+      this.entryTag,
+      this.speculative ? Math.min(SPECULATIVE_PROBES, cap) : cap,
+      this.meta.name,
+    );
   }
 
   /** Writes the entry for the prepared key into the host's scratch; returns its length. */
@@ -552,7 +591,10 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     if (!this.speculative) {
       // Full because the pile had no room to grow the index: memory pressure, so evict one of ours.
       if (cap < this.meta.options.maxCapacity && this.evictOne(EVICTION_SAMPLES)) return this.decide(priority);
-      throw new PileError('PILE_OUT_OF_SPACE', `durable cache table '${this.meta.name}' is full (${cap} slots, maxCapacity ${this.meta.options.maxCapacity})`);
+      throw new PileError(
+        'PILE_OUT_OF_SPACE',
+        `durable cache table '${this.meta.name}' is full (${cap} slots, maxCapacity ${this.meta.options.maxCapacity})`,
+      );
     }
     // Every probed slot is taken: an expired entry is free for the taking, else the lowest priority not above ours.
     const now = this.host.clock();

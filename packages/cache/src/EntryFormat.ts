@@ -38,8 +38,17 @@ export const align8 = (n: number): number => (n + 7) & ~7;
  * writes the key at {@link E_KEY} and the value at `E_KEY + align8(keyLength)`.
  */
 export function writeEntryHead(
-  buf: Buffer, view: DataView, seq: number, created: number, expiresAt: number, priority: number,
-  hash: number, keyType: number, valueKind: number, keyLength: number, valueLength: number,
+  buf: Buffer,
+  view: DataView,
+  seq: number,
+  created: number,
+  expiresAt: number,
+  priority: number,
+  hash: number,
+  keyType: number,
+  valueKind: number,
+  keyLength: number,
+  valueLength: number,
 ): void {
   view.setFloat64(E_SEQ, seq, true);
   view.setFloat64(E_CREATED, created, true);
@@ -99,14 +108,37 @@ export function tagOf(kind: number, tableId: number): number {
  * A table's header: one mutable raw block of f64 counters, updated in place on every operation
  * (no journal): count, tombstones, next seq and the statistics.
  */
-export const H_VERSION = 0, H_COUNT = 1, H_TOMBS = 2, H_SEQ = 3;
+export const H_VERSION = 0,
+  H_COUNT = 1,
+  H_TOMBS = 2,
+  H_SEQ = 3;
 /** Live entries that carry an expiry: when 0, a memory-pressure sweep is skipped. */
 export const H_EXPIRING = 4;
 export const H_STATS = 8;
-export const STAT_NAMES = ['hits', 'misses', 'inserts', 'replaces', 'overwrites', 'collisions', 'removes', 'expired', 'evicted', 'grows', 'shrinks'] as const;
+export const STAT_NAMES = [
+  'hits',
+  'misses',
+  'inserts',
+  'replaces',
+  'overwrites',
+  'collisions',
+  'removes',
+  'expired',
+  'evicted',
+  'grows',
+  'shrinks',
+] as const;
 /** Header word of each statistic, in STAT_NAMES order. */
-export const S_HITS = H_STATS, S_MISSES = H_STATS + 1, S_INSERTS = H_STATS + 2, S_REPLACES = H_STATS + 3;
-export const S_OVERWRITES = H_STATS + 4, S_COLLISIONS = H_STATS + 5, S_REMOVES = H_STATS + 6, S_EXPIRED = H_STATS + 7;
-export const S_EVICTED = H_STATS + 8, S_GROWS = H_STATS + 9, S_SHRINKS = H_STATS + 10;
+export const S_HITS = H_STATS,
+  S_MISSES = H_STATS + 1,
+  S_INSERTS = H_STATS + 2,
+  S_REPLACES = H_STATS + 3;
+export const S_OVERWRITES = H_STATS + 4,
+  S_COLLISIONS = H_STATS + 5,
+  S_REMOVES = H_STATS + 6,
+  S_EXPIRED = H_STATS + 7;
+export const S_EVICTED = H_STATS + 8,
+  S_GROWS = H_STATS + 9,
+  S_SHRINKS = H_STATS + 10;
 export const HEADER_WORDS = 32;
 export const HEADER_VERSION = 1;

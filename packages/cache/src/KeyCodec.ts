@@ -110,11 +110,18 @@ export function stringEquals(s: string, b: Uint8Array, off: number, len: number)
       j += 2;
     } else if (c >= 0xd800 && c < 0xdc00 && i + 1 < n && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
       c = 0x10000 + ((c - 0xd800) << 10) + (s.charCodeAt(++i) - 0xdc00);
-      if (j + 4 > end || b[j] !== (0xf0 | (c >>> 18)) || b[j + 1] !== (0x80 | ((c >>> 12) & 0x3f)) ||
-        b[j + 2] !== (0x80 | ((c >>> 6) & 0x3f)) || b[j + 3] !== (0x80 | (c & 0x3f))) return false;
+      if (
+        j + 4 > end ||
+        b[j] !== (0xf0 | (c >>> 18)) ||
+        b[j + 1] !== (0x80 | ((c >>> 12) & 0x3f)) ||
+        b[j + 2] !== (0x80 | ((c >>> 6) & 0x3f)) ||
+        b[j + 3] !== (0x80 | (c & 0x3f))
+      )
+        return false;
       j += 4;
     } else {
-      if (j + 3 > end || b[j] !== (0xe0 | (c >>> 12)) || b[j + 1] !== (0x80 | ((c >>> 6) & 0x3f)) || b[j + 2] !== (0x80 | (c & 0x3f))) return false;
+      if (j + 3 > end || b[j] !== (0xe0 | (c >>> 12)) || b[j + 1] !== (0x80 | ((c >>> 6) & 0x3f)) || b[j + 2] !== (0x80 | (c & 0x3f)))
+        return false;
       j += 3;
     }
   }
@@ -166,7 +173,10 @@ export class KeyCodec {
       this.bytes.set(key, 0);
       this.len = key.length;
     } else {
-      throw new PileError('PILE_INVALID_OPTION', `key: expected a string, number, bigint or Uint8Array, got ${key === null ? 'null' : typeof key}`);
+      throw new PileError(
+        'PILE_INVALID_OPTION',
+        `key: expected a string, number, bigint or Uint8Array, got ${key === null ? 'null' : typeof key}`,
+      );
     }
     this.hash = hashBytes(this.type, this.bytes, 0, this.len);
   }
@@ -218,7 +228,8 @@ export function decodeKey(type: number, b: Buffer, off: number, len: number): Ca
       return b.readDoubleLE(off);
     case KEY_BIGINT: {
       const text = b.toString('latin1', off, off + len);
-      if (!BIGINT_HEX.test(text)) throw new PileError('PILE_CORRUPT', `cache entry has a bigint key that is not hexadecimal (${JSON.stringify(text.slice(0, 40))})`);
+      if (!BIGINT_HEX.test(text))
+        throw new PileError('PILE_CORRUPT', `cache entry has a bigint key that is not hexadecimal (${JSON.stringify(text.slice(0, 40))})`);
       return text.startsWith('-') ? -BigInt('0x' + text.slice(1)) : BigInt('0x' + text);
     }
     case KEY_BYTES: {

@@ -1,9 +1,31 @@
-import { Pile, PileError, compileSchema, isPileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PileOptions, type PilePointer } from '@pile/core';
+import {
+  Pile,
+  PileError,
+  compileSchema,
+  isPileError,
+  encodeGuard,
+  openPile,
+  reentrantError,
+  type CompiledSchema,
+  type PileOptions,
+  type PilePointer,
+} from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import { CacheTable } from './CacheTable';
 import { recoverCache } from './CacheRecovery';
 import { EVICTION_SAMPLES } from './Eviction';
-import { H_COUNT, H_STATS, H_VERSION, HEADER_VERSION, HEADER_WORDS, MAX_TABLE_ID, STAT_NAMES, TAG_CHUNK, TAG_HEADER, tagOf } from './EntryFormat';
+import {
+  H_COUNT,
+  H_STATS,
+  H_VERSION,
+  HEADER_VERSION,
+  HEADER_WORDS,
+  MAX_TABLE_ID,
+  STAT_NAMES,
+  TAG_CHUNK,
+  TAG_HEADER,
+  tagOf,
+} from './EntryFormat';
 import { KeyCodec } from './KeyCodec';
 import { PileMemory } from './PileMemory';
 import { SlotIndex, chunkSlotsFor } from './SlotIndex';
@@ -127,17 +149,27 @@ export class PileCache implements CacheHost {
     if (options === null || typeof options !== 'object') throw invalidOption('options', 'expected an object');
     const { clock = Date.now, sweepIntervalSec = 30 } = options;
     if (typeof clock !== 'function') throw invalidOption('clock', 'expected a function returning ms since the epoch');
-    if (typeof sweepIntervalSec !== 'number' || !Number.isFinite(sweepIntervalSec) || sweepIntervalSec < 0 || sweepIntervalSec > 2 ** 31 / 1000) {
+    if (
+      typeof sweepIntervalSec !== 'number' ||
+      !Number.isFinite(sweepIntervalSec) ||
+      sweepIntervalSec < 0 ||
+      sweepIntervalSec > 2 ** 31 / 1000
+    ) {
       throw invalidOption('sweepIntervalSec', `expected a number of seconds from 0 to ${2 ** 31 / 1000}, got ${String(sweepIntervalSec)}`);
     }
-    if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw invalidOption('onProgress', 'expected a function');
+    if (options.onProgress !== undefined && typeof options.onProgress !== 'function')
+      throw invalidOption('onProgress', 'expected a function');
     this.clock = clock;
     this.onProgress = options.onProgress;
     const buf = Buffer.alloc(4096);
     this.scratchRef = { buf, view: new DataView(buf.buffer, buf.byteOffset, buf.length) };
     if ('pile' in options) {
       for (const k of Object.keys(options)) {
-        if (k !== 'pile' && k !== 'onProgress' && !CACHE_KEYS.has(k)) throw invalidOption(k, 'a cache over a given pile takes only pile, clock, sweepIntervalSec and onProgress (the pile\'s options were given when it was opened)');
+        if (k !== 'pile' && k !== 'onProgress' && !CACHE_KEYS.has(k))
+          throw invalidOption(
+            k,
+            "a cache over a given pile takes only pile, clock, sweepIntervalSec and onProgress (the pile's options were given when it was opened)",
+          );
       }
       if (!(options.pile instanceof Pile)) throw invalidOption('pile', 'expected a Pile from openPile');
       if (options.pile.isClosed) throw new PileError('PILE_CLOSED', 'option pile: the pile is closed');
@@ -151,7 +183,10 @@ export class PileCache implements CacheHost {
     }
     if (inUse.has(this.pile)) {
       if (this.ownsPile) this.pile.close();
-      throw new PileError('PILE_LOCKED', `another PileCache is open on this pile${this.pile.dir === undefined ? '' : ` (${this.pile.dir})`}`);
+      throw new PileError(
+        'PILE_LOCKED',
+        `another PileCache is open on this pile${this.pile.dir === undefined ? '' : ` (${this.pile.dir})`}`,
+      );
     }
     this.readonly = this.pile.readonly;
     this.mem = new PileMemory(this.pile);
@@ -210,8 +245,14 @@ export class PileCache implements CacheHost {
       throw err;
     }
     const meta: TableMeta = {
-      name, id, fingerprint: codec?.fingerprint ?? '', options: resolved, capacity: initialCapacity,
-      chunkSlots: idx.chunkSlots, chunks: idx.blocks.slice(), header,
+      name,
+      id,
+      fingerprint: codec?.fingerprint ?? '',
+      options: resolved,
+      capacity: initialCapacity,
+      chunkSlots: idx.chunkSlots,
+      chunks: idx.blocks.slice(),
+      header,
     };
     const h = this.headerArray(meta);
     h[H_VERSION] = HEADER_VERSION;
@@ -325,7 +366,9 @@ export class PileCache implements CacheHost {
     for (const t of this.byName.values()) {
       s.count += t.count;
       s.capacity += t.idx.capacity;
-      STAT_NAMES.forEach((n, i) => { s[n] += t.header[H_STATS + i]!; });
+      STAT_NAMES.forEach((n, i) => {
+        s[n] += t.header[H_STATS + i]!;
+      });
     }
     return s;
   }
@@ -480,9 +523,16 @@ export class PileCache implements CacheHost {
       throw new PileError('PILE_CORRUPT', `cache catalog (root '${CACHE_ROOT}', pointer ${ptr}) is not a catalog record`);
     }
     if (c.v > CATALOG_VERSION) {
-      throw new PileError('PILE_FORMAT_VERSION', `cache catalog (root '${CACHE_ROOT}') has version ${c.v}; this build reads up to ${CATALOG_VERSION}`);
+      throw new PileError(
+        'PILE_FORMAT_VERSION',
+        `cache catalog (root '${CACHE_ROOT}') has version ${c.v}; this build reads up to ${CATALOG_VERSION}`,
+      );
     }
-    if (!Array.isArray(c.tables) || typeof c.nextId !== 'number' || c.tables.some((t) => typeof t?.name !== 'string' || typeof t.id !== 'number' || !Array.isArray(t.chunks))) {
+    if (
+      !Array.isArray(c.tables) ||
+      typeof c.nextId !== 'number' ||
+      c.tables.some((t) => typeof t?.name !== 'string' || typeof t.id !== 'number' || !Array.isArray(t.chunks))
+    ) {
       throw new PileError('PILE_CORRUPT', `cache catalog (root '${CACHE_ROOT}', pointer ${ptr}) is malformed`);
     }
     this.catalogPtr = ptr;
@@ -494,9 +544,13 @@ export class PileCache implements CacheHost {
     try {
       b = this.pile.rawBuffer(meta.header as PilePointer);
     } catch (err) {
-      throw new PileError('PILE_CORRUPT', `cache table '${meta.name}': header block ${meta.header} is not readable: ${(err as Error).message}`);
+      throw new PileError(
+        'PILE_CORRUPT',
+        `cache table '${meta.name}': header block ${meta.header} is not readable: ${(err as Error).message}`,
+      );
     }
-    if (b.length !== HEADER_WORDS * 8) throw new PileError('PILE_CORRUPT', `cache table '${meta.name}': header block ${meta.header} holds ${b.length} bytes`);
+    if (b.length !== HEADER_WORDS * 8)
+      throw new PileError('PILE_CORRUPT', `cache table '${meta.name}': header block ${meta.header} holds ${b.length} bytes`);
     const h = new Float64Array(b.buffer, b.byteOffset, HEADER_WORDS);
     // A read-only mapping can not be written: count this process's hits and misses on the heap.
     return this.readonly ? Float64Array.from(h) : h;
@@ -505,7 +559,10 @@ export class PileCache implements CacheHost {
   private openTable(meta: TableMeta, codec: CompiledSchema<unknown> | undefined): CacheTable<unknown> {
     const h = this.headerArray(meta);
     if (h[H_VERSION] !== HEADER_VERSION) {
-      throw new PileError(h[H_VERSION]! > HEADER_VERSION ? 'PILE_FORMAT_VERSION' : 'PILE_CORRUPT', `cache table '${meta.name}': header version ${h[H_VERSION]}`);
+      throw new PileError(
+        h[H_VERSION]! > HEADER_VERSION ? 'PILE_FORMAT_VERSION' : 'PILE_CORRUPT',
+        `cache table '${meta.name}': header version ${h[H_VERSION]}`,
+      );
     }
     return new CacheTable<unknown>(this, meta, h, codec);
   }
@@ -549,7 +606,10 @@ export class PileCache implements CacheHost {
     } catch (err) {
       // The pile names the schema by its internal name; the user knows the table.
       if (isPileError(err, 'PILE_SCHEMA_MISMATCH')) {
-        throw new PileError('PILE_SCHEMA_MISMATCH', `cache table '${name}': ${err.message.replace(/^PILE_SCHEMA_MISMATCH: schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`);
+        throw new PileError(
+          'PILE_SCHEMA_MISMATCH',
+          `cache table '${name}': ${err.message.replace(/^PILE_SCHEMA_MISMATCH: schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`,
+        );
       }
       throw err;
     }

@@ -84,7 +84,10 @@ export class SlotIndex {
         throw new PileError('PILE_CORRUPT', `cache index chunk ${c} (pointer ${blocks[c]}) is not readable: ${(err as Error).message}`);
       }
       if (b.length !== n * SLOT_BYTES) {
-        throw new PileError('PILE_CORRUPT', `cache index chunk ${c} (pointer ${blocks[c]}) holds ${b.length} bytes, expected ${n * SLOT_BYTES}`);
+        throw new PileError(
+          'PILE_CORRUPT',
+          `cache index chunk ${c} (pointer ${blocks[c]}) holds ${b.length} bytes, expected ${n * SLOT_BYTES}`,
+        );
       }
       const ab = b.buffer;
       const o = b.byteOffset;

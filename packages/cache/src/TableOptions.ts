@@ -49,8 +49,18 @@ export const MIN_CAPACITY = 16;
 export const MAX_CAPACITY = 2 ** 31;
 const DEFAULT_MIN_CAPACITY = 1024;
 
-const KNOWN = new Set(['collisionMode', 'schema', 'initialCapacity', 'minCapacity', 'maxCapacity', 'growthFactor',
-  'shrinkFactor', 'loadFactorLow', 'loadFactorHigh', 'defaultMaxAgeSec']);
+const KNOWN = new Set([
+  'collisionMode',
+  'schema',
+  'initialCapacity',
+  'minCapacity',
+  'maxCapacity',
+  'growthFactor',
+  'shrinkFactor',
+  'loadFactorLow',
+  'loadFactorHigh',
+  'defaultMaxAgeSec',
+]);
 
 export function invalidOption(name: string, message: string): PileError {
   return new PileError('PILE_INVALID_OPTION', `option ${name}: ${message}`);
@@ -76,16 +86,23 @@ function ratioOption(name: string, v: unknown, def: number, lo: number, hi: numb
  * Validates table options; `stored` (a reopened table's options) fills what is not given.
  * @throws PILE_INVALID_OPTION naming the option
  */
-export function resolveTableOptions(options: TableOptions<unknown>, stored?: ResolvedTableOptions): { resolved: ResolvedTableOptions; initialCapacity: number } {
+export function resolveTableOptions(
+  options: TableOptions<unknown>,
+  stored?: ResolvedTableOptions,
+): { resolved: ResolvedTableOptions; initialCapacity: number } {
   if (options === null || typeof options !== 'object') throw invalidOption('options', 'expected an object');
   for (const k of Object.keys(options)) if (!KNOWN.has(k)) throw invalidOption(k, 'unknown table option');
   const mode = options.collisionMode ?? stored?.collisionMode ?? 'durable';
-  if (mode !== 'speculative' && mode !== 'durable') throw invalidOption('collisionMode', `expected 'speculative' or 'durable', got ${String(mode)}`);
+  if (mode !== 'speculative' && mode !== 'durable')
+    throw invalidOption('collisionMode', `expected 'speculative' or 'durable', got ${String(mode)}`);
   if (stored !== undefined && mode !== stored.collisionMode) {
     throw invalidOption('collisionMode', `the table was created '${stored.collisionMode}'; it can not be reopened '${mode}'`);
   }
   const initial = capacityOption('initialCapacity', options.initialCapacity);
-  const minCapacity = capacityOption('minCapacity', options.minCapacity) ?? stored?.minCapacity ?? Math.min(DEFAULT_MIN_CAPACITY, initial ?? DEFAULT_MIN_CAPACITY);
+  const minCapacity =
+    capacityOption('minCapacity', options.minCapacity) ??
+    stored?.minCapacity ??
+    Math.min(DEFAULT_MIN_CAPACITY, initial ?? DEFAULT_MIN_CAPACITY);
   const maxCapacity = capacityOption('maxCapacity', options.maxCapacity) ?? stored?.maxCapacity ?? MAX_CAPACITY;
   if (minCapacity > maxCapacity) throw invalidOption('minCapacity', `${minCapacity} is above maxCapacity ${maxCapacity}`);
   const initialCapacity = initial ?? minCapacity;
@@ -97,12 +114,25 @@ export function resolveTableOptions(options: TableOptions<unknown>, stored?: Res
   const loadFactorHigh = ratioOption('loadFactorHigh', options.loadFactorHigh, stored?.loadFactorHigh ?? 0.75, 0.05, 1, false, false);
   const loadFactorLow = ratioOption('loadFactorLow', options.loadFactorLow, stored?.loadFactorLow ?? 0.15, 0, 1, false, true);
   if (loadFactorLow >= loadFactorHigh * shrinkFactor) {
-    throw invalidOption('loadFactorLow', `${loadFactorLow} must be below loadFactorHigh × shrinkFactor (${loadFactorHigh * shrinkFactor}), or a shrink would be followed by a grow`);
+    throw invalidOption(
+      'loadFactorLow',
+      `${loadFactorLow} must be below loadFactorHigh × shrinkFactor (${loadFactorHigh * shrinkFactor}), or a shrink would be followed by a grow`,
+    );
   }
   const age = options.defaultMaxAgeSec ?? stored?.defaultMaxAgeSec ?? 0;
-  if (typeof age !== 'number' || !Number.isFinite(age) || age < 0) throw invalidOption('defaultMaxAgeSec', `expected a number of seconds >= 0, got ${String(age)}`);
+  if (typeof age !== 'number' || !Number.isFinite(age) || age < 0)
+    throw invalidOption('defaultMaxAgeSec', `expected a number of seconds >= 0, got ${String(age)}`);
   return {
-    resolved: { collisionMode: mode, minCapacity, maxCapacity, growthFactor, shrinkFactor, loadFactorLow, loadFactorHigh, defaultMaxAgeSec: age },
+    resolved: {
+      collisionMode: mode,
+      minCapacity,
+      maxCapacity,
+      growthFactor,
+      shrinkFactor,
+      loadFactorLow,
+      loadFactorHigh,
+      defaultMaxAgeSec: age,
+    },
     initialCapacity,
   };
 }
@@ -116,6 +146,7 @@ export function resolveTableOptions(options: TableOptions<unknown>, stored?: Res
 export function checkOptionKeys(opts: object, what: string, a: string, b: string, c: string): void {
   if (opts === null || typeof opts !== 'object') throw invalidOption(`${what} options`, 'expected an object');
   for (const k in opts) {
-    if (k !== a && k !== b && k !== c) throw invalidOption(k, `unknown ${what} option (expected ${[a, b, c].filter((n) => n !== '').join(', ')})`);
+    if (k !== a && k !== b && k !== c)
+      throw invalidOption(k, `unknown ${what} option (expected ${[a, b, c].filter((n) => n !== '').join(', ')})`);
   }
 }

@@ -34,7 +34,8 @@ export function makeRoomForInsert(t: TableState): void {
     }
     if (tombs > 0 && tombsDominate) rehash(t, cap);
     // Still past loadFactorHigh in a durable table: a batch of memory-pressure evictions, then one of ours.
-    if (!t.speculative && h[H_COUNT]! + h[H_TOMBS]! + 1 > high && !(t.host.makeRoom() && h[H_COUNT]! + h[H_TOMBS]! + 1 <= high)) t.evictOne(EVICTION_SAMPLES);
+    if (!t.speculative && h[H_COUNT]! + h[H_TOMBS]! + 1 > high && !(t.host.makeRoom() && h[H_COUNT]! + h[H_TOMBS]! + 1 <= high))
+      t.evictOne(EVICTION_SAMPLES);
   } else if (tombsDominate) {
     // Tombstones, not live entries, fill the table: rebuild it at the same size (amortised over those removes).
     rehash(t, cap);

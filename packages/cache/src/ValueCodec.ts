@@ -25,7 +25,11 @@ export class ValueCodec<V> {
   private get packr(): Packr {
     if (this.packrInstance === undefined) {
       const { Packr: MsgPackr } = require('msgpackr') as typeof import('msgpackr');
-      this.packrInstance = new MsgPackr({ useRecords: false, moreTypes: true, writeFunction: refuseFunction('PILE_SCHEMA_VIOLATION') } as never);
+      this.packrInstance = new MsgPackr({
+        useRecords: false,
+        moreTypes: true,
+        writeFunction: refuseFunction('PILE_SCHEMA_VIOLATION'),
+      } as never);
     }
     return this.packrInstance;
   }
@@ -77,7 +81,9 @@ export class ValueCodec<V> {
       if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', bad);
       return this.packr.pack(value);
     } catch (err) {
-      throw err instanceof PileError ? err : new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
+      throw err instanceof PileError
+        ? err
+        : new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
     } finally {
       encodeGuard.depth--;
     }

@@ -6,7 +6,9 @@ import { SEG, expectPileError, tempDir } from './helpers';
 
 describe('cache basics', () => {
   let cache: PileCache;
-  beforeEach(() => { cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 }); });
+  beforeEach(() => {
+    cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+  });
   afterEach(() => cache.close());
 
   it('puts, gets, replaces and removes', () => {
@@ -33,7 +35,10 @@ describe('cache basics', () => {
     keys.forEach((k, i) => expect(t.get(k)).to.equal(`v${i}`));
     expect(t.count).to.equal(keys.length);
     const back = [...t.keys()];
-    for (const k of keys) expect(back.some((b) => typeof b === typeof k && (k instanceof Uint8Array ? Buffer.from(b as Uint8Array).equals(k) : b === k))).to.equal(true);
+    for (const k of keys)
+      expect(
+        back.some((b) => typeof b === typeof k && (k instanceof Uint8Array ? Buffer.from(b as Uint8Array).equals(k) : b === k)),
+      ).to.equal(true);
   });
 
   it('treats -0 as 0 and every NaN as one key, like a Map', () => {
@@ -75,7 +80,10 @@ describe('cache basics', () => {
   it('getOrPut makes a value only on a miss', () => {
     const t = cache.table<number>('t');
     let calls = 0;
-    const make = (k: unknown): number => { calls++; return String(k).length; };
+    const make = (k: unknown): number => {
+      calls++;
+      return String(k).length;
+    };
     expect(t.getOrPut('abc', make)).to.equal(3);
     expect(t.getOrPut('abc', make)).to.equal(3);
     expect(calls).to.equal(1);
@@ -181,7 +189,13 @@ describe('cache tableInfo', () => {
     t.put('a', { n: 1 });
     t.put('b', { n: 2 });
     cache.table('plain').put('x', 'y');
-    expect(cache.tableInfo('typed')).to.deep.equal({ name: 'typed', typed: true, collisionMode: 'durable', count: 2, capacity: t.capacity });
+    expect(cache.tableInfo('typed')).to.deep.equal({
+      name: 'typed',
+      typed: true,
+      collisionMode: 'durable',
+      count: 2,
+      capacity: t.capacity,
+    });
     expect(cache.tableInfo('plain')).to.include({ typed: false, collisionMode: 'durable', count: 1 });
     expect(cache.tableInfo('nope')).to.equal(undefined);
     cache.close();

@@ -10,8 +10,12 @@ import { openCache } from '../src';
 
 describe('cache handles after close', () => {
   let tmp: string;
-  beforeEach(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-cache-closed-')); });
-  afterEach(() => { fs.rmSync(tmp, { recursive: true, force: true }); });
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-cache-closed-'));
+  });
+  afterEach(() => {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
 
   for (const how of ['the cache', 'the pile under it'] as const) {
     it(`a table of a closed cache refuses every call when ${how} is closed, without a crash`, () => {

@@ -98,7 +98,8 @@ describe('cache expiry', () => {
   it('count counts live entries only, also after a reopen, and sweeps only once something expired', () => {
     const tmp = tempDir();
     try {
-      const open = (readonly = false): PileCache => openCache({ dir: tmp.dir, segmentSize: SEG, clock: clock.now, sweepIntervalSec: 0, readonly });
+      const open = (readonly = false): PileCache =>
+        openCache({ dir: tmp.dir, segmentSize: SEG, clock: clock.now, sweepIntervalSec: 0, readonly });
       let c = open();
       let t = c.table<number>('t', { collisionMode: 'durable' });
       for (let i = 0; i < 200; i++) t.put(i, i, { maxAgeSec: 10 });
@@ -109,7 +110,10 @@ describe('cache expiry', () => {
       for (let i = 300; i < 350; i++) t.put(i, i, { maxAgeSec: 10 });
       let sweeps = 0;
       const sweep = t.sweepExpired.bind(t);
-      t.sweepExpired = (now, shrink) => { sweeps++; return sweep(now, shrink); };
+      t.sweepExpired = (now, shrink) => {
+        sweeps++;
+        return sweep(now, shrink);
+      };
       for (let n = 0; n < 100; n++) expect(t.count).to.equal(150);
       expect(sweeps, 'no entry expired: count is O(1)').to.equal(0);
       clock.advance(10_000);

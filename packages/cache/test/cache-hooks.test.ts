@@ -4,12 +4,21 @@ import { SEG, expectPileError } from './helpers';
 
 function recorder(): TableHook & { log: [string, CacheKey][] } {
   const log: [string, CacheKey][] = [];
-  return { serving: true, epoch: 0, log, changed: (op, key) => { log.push([op, key]); } };
+  return {
+    serving: true,
+    epoch: 0,
+    log,
+    changed: (op, key) => {
+      log.push([op, key]);
+    },
+  };
 }
 
 describe('cache table hooks', () => {
   let cache: PileCache;
-  beforeEach(() => { cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 }); });
+  beforeEach(() => {
+    cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+  });
   afterEach(() => cache.close());
 
   it('reports local puts, deletes (present or not) and rejuvenates before writing them', () => {
@@ -21,11 +30,24 @@ describe('cache table hooks', () => {
     t.rejuvenate('a');
     t.delete('a');
     t.remove('never'); // the deprecated alias too
-    expect(h.log).to.deep.equal([['put', 'a'], ['put', 'a'], ['expiry', 'a'], ['delete', 'a'], ['delete', 'never']]);
+    expect(h.log).to.deep.equal([
+      ['put', 'a'],
+      ['put', 'a'],
+      ['expiry', 'a'],
+      ['delete', 'a'],
+      ['delete', 'never'],
+    ]);
     // Before the write (it sees the old count), and it may use other tables of the cache.
     const other = cache.table<string>('other');
     t.setHook(undefined);
-    t.setHook({ serving: true, epoch: 0, changed: (op, key) => { h.log.push([`${op}:${t.count}`, key]); other.put(key, 'x'); } });
+    t.setHook({
+      serving: true,
+      epoch: 0,
+      changed: (op, key) => {
+        h.log.push([`${op}:${t.count}`, key]);
+        other.put(key, 'x');
+      },
+    });
     t.put('c', 'new');
     expect(h.log.at(-1)).to.deep.equal(['put:0', 'c']);
     expect([t.get('c'), other.get('c')]).to.deep.equal(['new', 'x']);
@@ -75,12 +97,18 @@ describe('cache table hooks', () => {
     cache.table<string>('before');
     const seen: string[] = [];
     const h = recorder();
-    cache.setHook((t) => { seen.push(t.name); return t.name === 'skipped' ? undefined : h; });
+    cache.setHook((t) => {
+      seen.push(t.name);
+      return t.name === 'skipped' ? undefined : h;
+    });
     cache.table<string>('after').put('k', 'v');
     cache.table<string>('skipped').put('k', 'v');
     cache.table<string>('before').delete('k');
     expect(seen).to.deep.equal(['before', 'after', 'skipped']);
-    expect(h.log).to.deep.equal([['put', 'k'], ['delete', 'k']]);
+    expect(h.log).to.deep.equal([
+      ['put', 'k'],
+      ['delete', 'k'],
+    ]);
     cache.setHook(undefined);
     cache.table<string>('after').put('k', 'w');
     expect(h.log).to.have.length(2);

@@ -7,13 +7,19 @@ const User = z.object({ name: z.string(), admin: z.boolean() });
 
 describe('cache values whose code calls back into the cache', () => {
   let cache: PileCache;
-  beforeEach(() => { cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 }); });
+  beforeEach(() => {
+    cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+  });
   afterEach(() => cache.close());
 
   it('a getter that reads another key stores the value under its own key (generic values)', () => {
     const t = cache.table<unknown>('t');
     t.put('other', { v: 1 });
-    const v = { get x() { return (t.get('other') as { v: number }).v + 1; } };
+    const v = {
+      get x() {
+        return (t.get('other') as { v: number }).v + 1;
+      },
+    };
     expect(t.put('a', v)).to.equal('inserted');
     expect(t.get('a')).to.deep.equal({ x: 2 });
     expect(t.get('other')).to.deep.equal({ v: 1 });
@@ -23,7 +29,12 @@ describe('cache values whose code calls back into the cache', () => {
   it('a getter that reads another key stores the value under its own key (typed values, read twice)', () => {
     const t = cache.table('u', { schema: User });
     t.put('other', { name: 'o', admin: false });
-    const v = { get name() { return t.get('other')!.name + '!'; }, admin: true };
+    const v = {
+      get name() {
+        return t.get('other')!.name + '!';
+      },
+      admin: true,
+    };
     expect(t.put('a', v)).to.equal('inserted');
     expect(t.get('a')).to.deep.equal({ name: 'o!', admin: true });
     expect(t.get('other')).to.deep.equal({ name: 'o', admin: false });
@@ -34,9 +45,37 @@ describe('cache values whose code calls back into the cache', () => {
     const t = cache.table<unknown>('t');
     const u = cache.table('u', { schema: User });
     t.put('other', 'o');
-    expectPileError(() => t.put('a', { get x() { t.put('b', 1); return 1; } }), 'PILE_REENTRANT');
-    expectPileError(() => u.put('a', { get name() { t.remove('other'); return 'n'; }, admin: true }), 'PILE_REENTRANT');
-    expectPileError(() => t.put('a', { get x() { cache.pile.put({ y: 1 }); return 1; } }), 'PILE_REENTRANT');
+    expectPileError(
+      () =>
+        t.put('a', {
+          get x() {
+            t.put('b', 1);
+            return 1;
+          },
+        }),
+      'PILE_REENTRANT',
+    );
+    expectPileError(
+      () =>
+        u.put('a', {
+          get name() {
+            t.remove('other');
+            return 'n';
+          },
+          admin: true,
+        }),
+      'PILE_REENTRANT',
+    );
+    expectPileError(
+      () =>
+        t.put('a', {
+          get x() {
+            cache.pile.put({ y: 1 });
+            return 1;
+          },
+        }),
+      'PILE_REENTRANT',
+    );
     expect([...t.keys()]).to.deep.equal(['other']);
     expect([...u.keys()]).to.deep.equal([]);
     expect(cache.pile.verify().ok).to.equal(true);
@@ -46,7 +85,12 @@ describe('cache values whose code calls back into the cache', () => {
     const u = cache.table('u', { schema: User });
     for (let i = 0; i < 50; i++) u.put(i, { name: `user ${i}`, admin: i % 2 === 0 });
     let reads = 0;
-    const v = { get name() { return reads++ === 0 ? 'a' : 'x'.repeat(5000); }, admin: true };
+    const v = {
+      get name() {
+        return reads++ === 0 ? 'a' : 'x'.repeat(5000);
+      },
+      admin: true,
+    };
     expectPileError(() => u.put('grow', v), 'PILE_SCHEMA_VIOLATION', 'changed while it was being stored');
     expect(u.has('grow')).to.equal(false);
     for (let i = 0; i < 50; i++) expect(u.get(i)).to.deep.equal({ name: `user ${i}`, admin: i % 2 === 0 });
@@ -55,7 +99,7 @@ describe('cache values whose code calls back into the cache', () => {
 });
 
 describe('damaged cache entries', () => {
-  it('a damaged key or value length word gives PILE_CORRUPT, never a neighbour\'s bytes', () => {
+  it("a damaged key or value length word gives PILE_CORRUPT, never a neighbour's bytes", () => {
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
     try {
       const t = cache.table<string>('t');

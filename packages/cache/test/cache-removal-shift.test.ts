@@ -50,41 +50,56 @@ describe('cache removal (backward shift)', () => {
   });
 
   it('keeps every entry reachable through random puts and removes in a crowded index (property)', () => {
-    fc.assert(fc.property(
-      fc.array(fc.record({ put: fc.boolean(), key: fc.integer({ min: 0, max: 47 }) }), { maxLength: 300 }),
-      fc.constantFrom('durable' as const, 'speculative' as const),
-      (ops, mode) => {
-        const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
-        // 64 slots, at most 48 keys (24 speculative, so that no 32-slot window is ever full):
-        // long clusters that wrap around the end.
-        const t = cache.table<number>('m', { collisionMode: mode, initialCapacity: 64, minCapacity: 64, maxCapacity: 64, loadFactorHigh: 1 });
-        const model = new Map<number, number>();
-        try {
-          ops.forEach((op, n) => {
-            const o = { put: op.put, key: mode === 'durable' ? op.key : op.key >> 1 };
-            if (o.put) {
-              const r = t.put(o.key, n);
-              if (r === 'inserted' || r === 'replaced') model.set(o.key, n);
-              else expect.fail(`unexpected ${r}: every key has a free slot in its window`);
-            } else {
-              expect(t.remove(o.key)).to.equal(model.delete(o.key));
-            }
-            expect(t.header[H_TOMBS]).to.equal(0);
-            checkIndex(t as CacheTable<unknown>);
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ put: fc.boolean(), key: fc.integer({ min: 0, max: 47 }) }), { maxLength: 300 }),
+        fc.constantFrom('durable' as const, 'speculative' as const),
+        (ops, mode) => {
+          const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+          // 64 slots, at most 48 keys (24 speculative, so that no 32-slot window is ever full):
+          // long clusters that wrap around the end.
+          const t = cache.table<number>('m', {
+            collisionMode: mode,
+            initialCapacity: 64,
+            minCapacity: 64,
+            maxCapacity: 64,
+            loadFactorHigh: 1,
           });
-          expect(t.count).to.equal(model.size);
-          for (const [k, v] of model) expect(t.get(k)).to.equal(v);
-          expect(new Map(t.entries())).to.deep.equal(model);
-        } finally {
-          cache.close();
-        }
-      },
-    ), { numRuns: 60 });
+          const model = new Map<number, number>();
+          try {
+            ops.forEach((op, n) => {
+              const o = { put: op.put, key: mode === 'durable' ? op.key : op.key >> 1 };
+              if (o.put) {
+                const r = t.put(o.key, n);
+                if (r === 'inserted' || r === 'replaced') model.set(o.key, n);
+                else expect.fail(`unexpected ${r}: every key has a free slot in its window`);
+              } else {
+                expect(t.remove(o.key)).to.equal(model.delete(o.key));
+              }
+              expect(t.header[H_TOMBS]).to.equal(0);
+              checkIndex(t as CacheTable<unknown>);
+            });
+            expect(t.count).to.equal(model.size);
+            for (const [k, v] of model) expect(t.get(k)).to.equal(v);
+            expect(new Map(t.entries())).to.deep.equal(model);
+          } finally {
+            cache.close();
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 
   it('removing the key just yielded during keys() still visits every other key once', () => {
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
-    const t = cache.table<number>('t', { collisionMode: 'durable', initialCapacity: 64, minCapacity: 64, maxCapacity: 64, loadFactorHigh: 1 });
+    const t = cache.table<number>('t', {
+      collisionMode: 'durable',
+      initialCapacity: 64,
+      minCapacity: 64,
+      maxCapacity: 64,
+      loadFactorHigh: 1,
+    });
     for (let k = 0; k < 60; k++) t.put(k, k);
     const seen: number[] = [];
     for (const k of t.keys()) {
@@ -108,12 +123,23 @@ describe('cache removal (backward shift)', () => {
     try {
       const pile = openPile({ dir: tmp.dir, segmentSize: SEG });
       const cache = openCache({ pile, sweepIntervalSec: 0 });
-      const t = cache.table<number>('t', { collisionMode: 'durable', initialCapacity: 64, minCapacity: 64, maxCapacity: 64, loadFactorHigh: 1 });
+      const t = cache.table<number>('t', {
+        collisionMode: 'durable',
+        initialCapacity: 64,
+        minCapacity: 64,
+        maxCapacity: 64,
+        loadFactorHigh: 1,
+      });
       for (let k = 0; k < 40; k++) t.put(k, k);
       // What an interrupted shift leaves: one entry in two slots of its cluster (here the original
       // and a copy in the empty slot after it, which extends the cluster by one).
       const idx = t.idx;
-      const at = (i: number): [Float64Array, number, Uint32Array, Int32Array] => [idx.f64[i >>> idx.shift]!, i & idx.mask, idx.u32[i >>> idx.shift]!, idx.i32[i >>> idx.shift]!];
+      const at = (i: number): [Float64Array, number, Uint32Array, Int32Array] => [
+        idx.f64[i >>> idx.shift]!,
+        i & idx.mask,
+        idx.u32[i >>> idx.shift]!,
+        idx.i32[i >>> idx.shift]!,
+      ];
       let src = 0;
       while (!(at(src)[0][3 * at(src)[1]]! > 0 && at((src + 1) % 64)[0][3 * at((src + 1) % 64)[1]] === 0)) src++;
       const dst = (src + 1) % 64;

@@ -20,7 +20,10 @@ function expectedUsers(): Map<string, { id: number; name: string }> {
 }
 
 function runChild(dir: string, mode: 'clean' | 'kill'): void {
-  const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', CHILD, dir, mode], { cwd: path.join(__dirname, '..'), encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', CHILD, dir, mode], {
+    cwd: path.join(__dirname, '..'),
+    encoding: 'utf8',
+  });
   if (mode === 'kill') expect(r.signal, r.stderr).to.equal('SIGKILL');
   else expect(r.status, r.stderr).to.equal(0);
 }
@@ -36,7 +39,9 @@ function entryRecords(dir: string, id: number): number {
 
 describe('cache restart', () => {
   let tmp: ReturnType<typeof tempDir>;
-  beforeEach(() => { tmp = tempDir(); });
+  beforeEach(() => {
+    tmp = tempDir();
+  });
   afterEach(() => tmp.cleanup());
 
   it('brings back every table, key, value, priority and remaining age after close and reopen', () => {

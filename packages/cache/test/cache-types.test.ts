@@ -18,7 +18,10 @@ describe('cache types', () => {
       types: ['node'],
     });
     const errors = ts.getPreEmitDiagnostics(program).map((d) => {
-      const where = d.file !== undefined && d.start !== undefined ? `${path.basename(d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}: ` : '';
+      const where =
+        d.file !== undefined && d.start !== undefined
+          ? `${path.basename(d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}: `
+          : '';
       return where + ts.flattenDiagnosticMessageText(d.messageText, '\n');
     });
     expect(errors).to.deep.equal([]);

@@ -28,10 +28,16 @@ describe('cache values that would not read back as they were put are refused', (
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
     try {
       const t = cache.table<unknown>('t');
-      class Point { constructor(public x: number) {} }
+      class Point {
+        constructor(public x: number) {}
+      }
       expectPileError(() => t.put('m', new Map([['a', 1]])), 'PILE_SCHEMA_VIOLATION', 'value: a Map would read back as a plain object');
       expectPileError(() => t.put('m', { inner: new Map() }), 'PILE_SCHEMA_VIOLATION', 'value.inner: a Map');
-      expectPileError(() => t.put('s', { list: ['ok', 'a\ud800'] }), 'PILE_SCHEMA_VIOLATION', 'value.list[1]: a string with a lone surrogate');
+      expectPileError(
+        () => t.put('s', { list: ['ok', 'a\ud800'] }),
+        'PILE_SCHEMA_VIOLATION',
+        'value.list[1]: a string with a lone surrogate',
+      );
       expectPileError(() => t.put('z', { n: -0 }), 'PILE_SCHEMA_VIOLATION', 'value.n: -0');
       expectPileError(() => t.put('h', [1, , 2]), 'PILE_SCHEMA_VIOLATION', 'value[1]: a sparse array'); // eslint-disable-line no-sparse-arrays
       expectPileError(() => t.put('c', { p: new Point(1) }), 'PILE_SCHEMA_VIOLATION', 'value.p: an instance of Point');

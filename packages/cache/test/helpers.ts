@@ -29,5 +29,13 @@ export function expectPileError(fn: () => unknown, code: string, text?: string):
 /** A clock tests move by hand. */
 export function fakeClock(start = 1_700_000_000_000): { now: () => number; advance: (ms: number) => void; set: (ms: number) => void } {
   let t = start;
-  return { now: () => t, advance: (ms) => { t += ms; }, set: (ms) => { t = ms; } };
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+    set: (ms) => {
+      t = ms;
+    },
+  };
 }

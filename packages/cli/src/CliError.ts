@@ -9,7 +9,10 @@ export const EXIT_CANNOT_OPEN = 2;
  * A failure the `pile` command reports as `pile: <message>` on stderr before exiting with `exitCode`.
  */
 export class CliError extends Error {
-  constructor(message: string, readonly exitCode: number = EXIT_FAILED) {
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT_FAILED,
+  ) {
     super(message);
     this.name = 'CliError';
   }

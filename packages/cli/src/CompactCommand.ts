@@ -20,6 +20,8 @@ export async function runCompact(dir: string, options: CompactOptions): Promise<
   if (options.json === true) {
     process.stdout.write(`${JSON.stringify({ dir, ...result }, null, 2)}\n`);
   } else {
-    process.stdout.write(`${dir}: segments ${result.segmentsBefore} -> ${result.segmentsAfter}, released ${formatBytes(result.bytesReleased)}\n`);
+    process.stdout.write(
+      `${dir}: segments ${result.segmentsBefore} -> ${result.segmentsAfter}, released ${formatBytes(result.bytesReleased)}\n`,
+    );
   }
 }

@@ -76,11 +76,11 @@ export async function runDump(dir: string, options: DumpOptions): Promise<void> 
       else list.push(name);
     }
     const limit = options.limit ?? Infinity;
-    const emit = (r: DumpedRecord): Promise<void> =>
-      writeOut(options.json === true ? `${JSON.stringify(r, jsonReplacer)}\n` : textLine(r));
+    const emit = (r: DumpedRecord): Promise<void> => writeOut(options.json === true ? `${JSON.stringify(r, jsonReplacer)}\n` : textLine(r));
     if (options.root !== undefined) {
       const p = pile.getRoot(options.root);
-      if (p === undefined) throw new CliError(`${dir} has no root named '${options.root}' (roots: ${pile.roots().join(', ') || 'none'})`, EXIT_FAILED);
+      if (p === undefined)
+        throw new CliError(`${dir} has no root named '${options.root}' (roots: ${pile.roots().join(', ') || 'none'})`, EXIT_FAILED);
       const entry = findEntry(pile, p);
       await emit(dumpRecord(pile, entry, rootsOf.get(p)));
       await flushOut();

@@ -40,10 +40,15 @@ export async function runExport(dir: string, options: ExportOptions): Promise<vo
     let skips = 0;
     // Each entry's checksum is checked: an export is a copy of the data, and a flipped byte inside a
     // string still decodes, so it must not leave the pile as a good value.
-    const values = valuesOf(table, options.skipDamaged === true ? (key, err) => {
-      const which = key === undefined ? 'an entry whose key does not decode' : `key ${JSON.stringify(key, jsonReplacer)}`;
-      if (++skips <= NAMED_SKIPS) skipped.push(`  ${which}: ${err.message}`);
-    } : undefined);
+    const values = valuesOf(
+      table,
+      options.skipDamaged === true
+        ? (key, err) => {
+            const which = key === undefined ? 'an entry whose key does not decode' : `key ${JSON.stringify(key, jsonReplacer)}`;
+            if (++skips <= NAMED_SKIPS) skipped.push(`  ${which}: ${err.message}`);
+          }
+        : undefined,
+    );
     for (const value of values) {
       const text = JSON.stringify(value, jsonReplacer);
       if (ndjson) await writeOut(`${text}\n`);
@@ -53,14 +58,19 @@ export async function runExport(dir: string, options: ExportOptions): Promise<vo
     if (!ndjson) await writeOut(first ? ']\n' : '\n]\n');
     await flushOut();
     if (skips > 0) {
-      process.stderr.write(`pile: skipped ${skips} damaged entr${skips === 1 ? 'y' : 'ies'} of table '${options.table}':\n${skipped.join('\n')}\n` +
-        (skips > NAMED_SKIPS ? `  ... and ${skips - NAMED_SKIPS} more\n` : ''));
+      process.stderr.write(
+        `pile: skipped ${skips} damaged entr${skips === 1 ? 'y' : 'ies'} of table '${options.table}':\n${skipped.join('\n')}\n` +
+          (skips > NAMED_SKIPS ? `  ... and ${skips - NAMED_SKIPS} more\n` : ''),
+      );
     }
   } finally {
     closePile(pile);
   }
 }
 
-function* valuesOf(table: CacheTable<unknown>, onDamaged: ((key: CacheKey | undefined, err: PileError) => void) | undefined): IterableIterator<unknown> {
+function* valuesOf(
+  table: CacheTable<unknown>,
+  onDamaged: ((key: CacheKey | undefined, err: PileError) => void) | undefined,
+): IterableIterator<unknown> {
   for (const [, value] of table.checkedEntries(onDamaged)) yield value;
 }

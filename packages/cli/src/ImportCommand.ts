@@ -59,7 +59,12 @@ function openForImport(dir: string): Pile {
  * @throws CliError (exit 2) when the pile can not be opened; (exit 1) on malformed input, a
  *   record without a usable key, a record that does not match the schema
  */
-export async function importInto(pile: Pile, input: NodeJS.ReadableStream, totalBytes: number, options: ImportOptions): Promise<ImportResult> {
+export async function importInto(
+  pile: Pile,
+  input: NodeJS.ReadableStream,
+  totalBytes: number,
+  options: ImportOptions,
+): Promise<ImportResult> {
   const given = options.shape ?? (options.schema !== undefined ? readShapeFile(options.schema) : undefined);
   const shape: FlatShape | undefined = given ?? storedShape(pile, options.table);
   const cache = await cacheOf(pile);
@@ -68,9 +73,10 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
   const onDuplicate = options.onDuplicate ?? 'replace';
   let table;
   try {
-    table = shape === undefined
-      ? cache.table(options.table, { collisionMode: 'durable' })
-      : cache.table(options.table, { collisionMode: 'durable', schema: zodOfShape(shape) as ZodType<unknown> });
+    table =
+      shape === undefined
+        ? cache.table(options.table, { collisionMode: 'durable' })
+        : cache.table(options.table, { collisionMode: 'durable', schema: zodOfShape(shape) as ZodType<unknown> });
   } catch (err) {
     if (isPileError(err)) throw new CliError(`can not open table '${options.table}': ${err.message}`, EXIT_FAILED);
     throw err;
@@ -104,11 +110,17 @@ export async function importInto(pile: Pile, input: NodeJS.ReadableStream, total
     // JSON numbers become doubles: integers beyond 2^53 lose digits, so two different ids would
     // silently become one key.
     if (typeof key === 'number' && Number.isInteger(key) && !Number.isSafeInteger(key)) {
-      throw new CliError(`record at ${at(pos)} has key ${keyField} = ${key}, an integer beyond 2^53 that a number can not hold exactly; write such ids as strings`, EXIT_FAILED);
+      throw new CliError(
+        `record at ${at(pos)} has key ${keyField} = ${key}, an integer beyond 2^53 that a number can not hold exactly; write such ids as strings`,
+        EXIT_FAILED,
+      );
     }
     if (onDuplicate !== 'replace' && table.has(key)) {
       if (onDuplicate === 'error') {
-        throw new CliError(`record at ${at(pos)} has the key ${JSON.stringify(key)}, which is already in table '${options.table}' (--on-duplicate=error)`, EXIT_FAILED);
+        throw new CliError(
+          `record at ${at(pos)} has the key ${JSON.stringify(key)}, which is already in table '${options.table}' (--on-duplicate=error)`,
+          EXIT_FAILED,
+        );
       }
       skipped++;
       return;
@@ -180,11 +192,17 @@ export async function runImport(dir: string, options: ImportOptions): Promise<vo
     try {
       const st = fs.fstatSync(0);
       if (st.isFile()) total = st.size;
-    } catch { /* no size known: the bar shows bytes only */ }
+    } catch {
+      /* no size known: the bar shows bytes only */
+    }
     const r = await importInto(pile, process.stdin, total, shape === undefined ? options : { ...options, shape });
     const rate = r.seconds > 0 ? `${formatCount(r.records / r.seconds)} records/s, ${formatBytes(r.bytes / r.seconds)}/s` : '';
-    const keys = `${formatCount(r.inserted)} new key${r.inserted === 1 ? '' : 's'}, ${formatCount(r.replaced)} replaced` + (r.skipped > 0 ? `, ${formatCount(r.skipped)} skipped (key already in the table)` : '');
-    process.stdout.write(`imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate}): ${keys}\n`);
+    const keys =
+      `${formatCount(r.inserted)} new key${r.inserted === 1 ? '' : 's'}, ${formatCount(r.replaced)} replaced` +
+      (r.skipped > 0 ? `, ${formatCount(r.skipped)} skipped (key already in the table)` : '');
+    process.stdout.write(
+      `imported ${formatCount(r.records)} records (${formatBytes(r.bytes)}) into table '${options.table}' in ${r.seconds.toFixed(2)} s (${rate}): ${keys}\n`,
+    );
   } finally {
     closePile(pile);
   }

@@ -8,7 +8,10 @@ export interface InputPosition {
 
 /** Malformed JSON input, with the position of the error. */
 export class JsonInputError extends Error {
-  constructor(readonly reason: string, readonly position: InputPosition) {
+  constructor(
+    readonly reason: string,
+    readonly position: InputPosition,
+  ) {
     super(`line ${position.line}, column ${position.column} (byte ${position.byte}): ${reason}`);
     this.name = 'JsonInputError';
   }
@@ -34,7 +37,15 @@ const RBRACE = 0x7d;
 
 const BOM = [0xef, 0xbb, 0xbf];
 
-const enum Mode { Detect, ArrayStart, ArrayValue, Element, AfterElement, ArrayDone, Lines }
+const enum Mode {
+  Detect,
+  ArrayStart,
+  ArrayValue,
+  Element,
+  AfterElement,
+  ArrayDone,
+  Lines,
+}
 
 function isSpace(b: number): boolean {
   return b === SP || b === NL || b === CR || b === TAB;
@@ -89,7 +100,13 @@ export class JsonRecordSplitter {
     let i = 0;
     const n = chunk.length;
     // A UTF-8 byte order mark (EF BB BF) before the first value is skipped, even split across chunks.
-    while ((this.mode === Mode.Detect || (this.mode === Mode.Lines && !this.lineOpen)) && i < n && this.base + i < 3 && chunk[i] === BOM[this.base + i]) i++;
+    while (
+      (this.mode === Mode.Detect || (this.mode === Mode.Lines && !this.lineOpen)) &&
+      i < n &&
+      this.base + i < 3 &&
+      chunk[i] === BOM[this.base + i]
+    )
+      i++;
     let recStart = this.mode === Mode.Element || (this.mode === Mode.Lines && this.lineOpen) ? 0 : -1;
     while (i < n) {
       const b = chunk[i]!;
@@ -192,7 +209,10 @@ export class JsonRecordSplitter {
     if (recStart >= 0 && (this.mode === Mode.Element || this.mode === Mode.Lines)) {
       this.partBytes += n - recStart;
       if (this.partBytes > MAX_RECORD_BYTES) {
-        throw new JsonInputError(`record larger than ${MAX_RECORD_BYTES} bytes (is the input one huge value instead of an array or NDJSON?)`, this.start);
+        throw new JsonInputError(
+          `record larger than ${MAX_RECORD_BYTES} bytes (is the input one huge value instead of an array or NDJSON?)`,
+          this.start,
+        );
       }
       // Copy: the stream may reuse the chunk's memory.
       this.parts.push(Buffer.from(chunk.subarray(recStart, n)));
@@ -265,6 +285,10 @@ export class JsonRecordSplitter {
     const lastNl = prefix.lastIndexOf('\n');
     if (lastNl < 0) return new JsonInputError(reason, { line: this.start.line, column: this.start.column + byte - this.start.byte, byte });
     const lines = prefix.split('\n').length - 1;
-    return new JsonInputError(reason, { line: this.start.line + lines, column: Buffer.byteLength(prefix.slice(lastNl + 1), 'utf8') + 1, byte });
+    return new JsonInputError(reason, {
+      line: this.start.line + lines,
+      column: Buffer.byteLength(prefix.slice(lastNl + 1), 'utf8') + 1,
+      byte,
+    });
   }
 }

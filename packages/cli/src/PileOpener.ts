@@ -31,8 +31,11 @@ export function openExistingPile(dir: string, options: OpenOptions): Pile {
     if (!isPileError(err)) throw err;
     switch (err.code) {
       case 'PILE_LOCKED':
-        throw new CliError(`${dir} is locked: ${err.message}` +
-          (options.readonly ? '' : '; stop the writer first, or use --readonly where the command offers it'), EXIT_CANNOT_OPEN);
+        throw new CliError(
+          `${dir} is locked: ${err.message}` +
+            (options.readonly ? '' : '; stop the writer first, or use --readonly where the command offers it'),
+          EXIT_CANNOT_OPEN,
+        );
       case 'PILE_INVALID_OPTION':
         if (/is not a pile/.test(err.message)) throw new CliError(`${dir} is not a pile (it holds no pile.meta)`, EXIT_CANNOT_OPEN);
         throw new CliError(`can not open ${dir}: ${err.message}`, EXIT_CANNOT_OPEN);

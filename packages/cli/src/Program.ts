@@ -32,14 +32,18 @@ export function buildProgram(): Command {
 
   program
     .command('stats')
-    .description('Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only (refused while a writer has the pile open).')
+    .description(
+      'Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only (refused while a writer has the pile open).',
+    )
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the figures as JSON')
     .action((dir: string, opts: { json?: boolean }) => runStats(dir, opts));
 
   program
     .command('verify')
-    .description('Full integrity check of every record, free list and counter, with a progress bar. Exit 0 when clean, 1 with a list of damaged records, 2 when the pile can not be opened.')
+    .description(
+      'Full integrity check of every record, free list and counter, with a progress bar. Exit 0 when clean, 1 with a list of damaged records, 2 when the pile can not be opened.',
+    )
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the report as JSON')
     .option('--readonly', 'open read-only: check records only (free lists and counters are not checked)')
@@ -47,7 +51,9 @@ export function buildProgram(): Command {
 
   program
     .command('dump')
-    .description('Print records: decoded values, hex for bytes and raw blocks, a placeholder for typed records of unknown schema; with --table, the keys and values of a cache table, decoded. Read-only.')
+    .description(
+      'Print records: decoded values, hex for bytes and raw blocks, a placeholder for typed records of unknown schema; with --table, the keys and values of a cache table, decoded. Read-only.',
+    )
     .argument('<dir>', 'pile directory')
     .option('--root <name>', 'print only the record of this root')
     .option('--table <name>', 'print the entries of this cache table: key and value, decoded')
@@ -71,26 +77,45 @@ export function buildProgram(): Command {
 
   program
     .command('compact')
-    .description('Release empty trailing segments (their files are deleted) and rebuild the free lists, with a progress bar. The pile stays valid if interrupted. Needs the pile unlocked.')
+    .description(
+      'Release empty trailing segments (their files are deleted) and rebuild the free lists, with a progress bar. The pile stays valid if interrupted. Needs the pile unlocked.',
+    )
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the result as JSON')
     .action((dir: string, opts: { json?: boolean }) => runCompact(dir, opts));
 
   program
     .command('import')
-    .description('Stream a JSON array or NDJSON from stdin into a cache table (created if missing; the pile too, in a missing or empty directory), with a progress bar. Any size: the heap stays flat.')
+    .description(
+      'Stream a JSON array or NDJSON from stdin into a cache table (created if missing; the pile too, in a missing or empty directory), with a progress bar. Any size: the heap stays flat.',
+    )
     .argument('<dir>', 'pile directory')
     .requiredOption('--table <name>', 'table to import into')
     .requiredOption('--key <field>', 'field of each record whose string or number value is its key')
-    .addOption(new Option('--on-duplicate <what>', 'a record whose key is already in the table: replace its value, skip the record, or stop with an error').choices(['replace', 'skip', 'error']).default('replace'))
-    .option('--schema <file>', 'JSON file of a flat shape, e.g. {"id":"int","name":"string","price":"number","active":"boolean","note":"string?"}; types: string, number, int, int32, boolean; a trailing ? allows null or missing')
-    .addHelpText('after', `
+    .addOption(
+      new Option(
+        '--on-duplicate <what>',
+        'a record whose key is already in the table: replace its value, skip the record, or stop with an error',
+      )
+        .choices(['replace', 'skip', 'error'])
+        .default('replace'),
+    )
+    .option(
+      '--schema <file>',
+      'JSON file of a flat shape, e.g. {"id":"int","name":"string","price":"number","active":"boolean","note":"string?"}; types: string, number, int, int32, boolean; a trailing ? allows null or missing',
+    )
+    .addHelpText(
+      'after',
+      `
 Malformed input stops the import with its line, column and byte. Into an existing table the records
 before it stay imported; a table the import created is removed. The report counts new keys and
 replaced (or skipped) ones.
 Example:
-  pile import ./data --table products --key id --schema products.schema.json < products.ndjson`)
-    .action((dir: string, opts: { table: string; key: string; schema?: string; onDuplicate?: 'replace' | 'skip' | 'error' }) => runImport(dir, opts));
+  pile import ./data --table products --key id --schema products.schema.json < products.ndjson`,
+    )
+    .action((dir: string, opts: { table: string; key: string; schema?: string; onDuplicate?: 'replace' | 'skip' | 'error' }) =>
+      runImport(dir, opts),
+    );
 
   program
     .command('export')

@@ -9,7 +9,10 @@ export class Progress {
   private started = false;
   private last = 0;
 
-  constructor(label: string, private readonly unit: 'bytes' | 'items') {
+  constructor(
+    label: string,
+    private readonly unit: 'bytes' | 'items',
+  ) {
     if (process.stderr.isTTY) {
       this.bar = new SingleBar({
         stream: process.stderr,
@@ -60,7 +63,11 @@ export class Progress {
  * Runs a whole-pile pass (`verify`, `compact`) under a progress bar, then stops the bar and closes
  * the pile whatever the pass did: the pile is opened for this one pass only.
  */
-export function runClosing<T>(pile: { close(): void }, label: string, pass: (onProgress: (p: { done: number; total: number }) => void) => T): T {
+export function runClosing<T>(
+  pile: { close(): void },
+  label: string,
+  pass: (onProgress: (p: { done: number; total: number }) => void) => T,
+): T {
   const bar = new Progress(label, 'items');
   try {
     return pass((p) => bar.update(p.done, p.total));

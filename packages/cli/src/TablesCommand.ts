@@ -22,17 +22,20 @@ export interface TableRow {
 export async function tableRows(pile: Pile): Promise<TableRow[]> {
   if (pile.getRoot('pile-cache') === undefined) return [];
   const cache = await cacheOf(pile);
-  return cache.tables().sort().map((name) => {
-    const info = cache.tableInfo(name)!;
-    const shape = storedShape(pile, name);
-    return {
-      name,
-      mode: info.collisionMode,
-      count: info.count,
-      bytes: cache.tableBytes(name)!,
-      schema: shape !== undefined ? JSON.stringify(shape) : info.typed ? 'typed' : 'none',
-    };
-  });
+  return cache
+    .tables()
+    .sort()
+    .map((name) => {
+      const info = cache.tableInfo(name)!;
+      const shape = storedShape(pile, name);
+      return {
+        name,
+        mode: info.collisionMode,
+        count: info.count,
+        bytes: cache.tableBytes(name)!,
+        schema: shape !== undefined ? JSON.stringify(shape) : info.typed ? 'typed' : 'none',
+      };
+    });
 }
 
 /**
@@ -51,7 +54,11 @@ export async function runTables(dir: string, options: { json?: boolean }): Promi
       const cells = rows.map((r) => [r.name, r.mode, formatCount(r.count), formatBytes(r.bytes), r.schema]);
       const head = ['name', 'mode', 'count', 'bytes', 'schema'];
       const width = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-      const line = (c: string[]): string => c.map((x, i) => (i === 2 || i === 3 ? x.padStart(width[i]!) : x.padEnd(width[i]!))).join('  ').trimEnd();
+      const line = (c: string[]): string =>
+        c
+          .map((x, i) => (i === 2 || i === 3 ? x.padStart(width[i]!) : x.padEnd(width[i]!)))
+          .join('  ')
+          .trimEnd();
       await writeOut(`${[line(head), ...cells.map(line)].join('\n')}\n`);
     }
     await flushOut();

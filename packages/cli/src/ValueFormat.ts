@@ -18,7 +18,12 @@ export function jsonReplacer(this: unknown, _key: string, value: unknown): unkno
   if (typeof value === 'bigint') return value.toString();
   if (value instanceof Uint8Array) return { hex: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex') };
   // Buffer#toJSON runs before the replacer sees the value.
-  if (value !== null && typeof value === 'object' && (value as { type?: unknown }).type === 'Buffer' && Array.isArray((value as { data?: unknown }).data)) {
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    (value as { type?: unknown }).type === 'Buffer' &&
+    Array.isArray((value as { data?: unknown }).data)
+  ) {
     return { hex: Buffer.from((value as { data: number[] }).data).toString('hex') };
   }
   if (value instanceof Map) return [...value.entries()];

@@ -14,7 +14,9 @@ export interface VerifyOptions {
 export function formatVerify(dir: string, r: VerifyReport, recovered: string | undefined): string {
   const lines: string[] = [];
   if (recovered !== undefined) lines.push(recovered);
-  lines.push(`${r.ok ? 'ok' : 'DAMAGED'}: ${dir}: ${formatCount(r.segmentsChecked)} segments, ${formatCount(r.recordsChecked)} records checked`);
+  lines.push(
+    `${r.ok ? 'ok' : 'DAMAGED'}: ${dir}: ${formatCount(r.segmentsChecked)} segments, ${formatCount(r.recordsChecked)} records checked`,
+  );
   if (r.corrupt.length > 0) {
     lines.push(`${r.corrupt.length} corrupt record${r.corrupt.length === 1 ? '' : 's'}:`);
     for (const c of r.corrupt) {
@@ -22,7 +24,8 @@ export function formatVerify(dir: string, r: VerifyReport, recovered: string | u
     }
   }
   if (r.freeListErrors > 0) lines.push(`free-list errors: ${r.freeListErrors}`);
-  if (r.unaccountedBytes > 0) lines.push(`unaccounted bytes: ${formatCount(r.unaccountedBytes)} (blocks after a damaged header could not be walked)`);
+  if (r.unaccountedBytes > 0)
+    lines.push(`unaccounted bytes: ${formatCount(r.unaccountedBytes)} (blocks after a damaged header could not be walked)`);
   for (const e of r.statsErrors) lines.push(`counter mismatch: ${e}`);
   return lines.join('\n');
 }

@@ -11,7 +11,10 @@ let built = false;
 /** Builds the CLI (and what it references) once per test run: the tests run the real `pile` binary. */
 export function buildCli(): void {
   if (built) return;
-  execFileSync(process.execPath, [path.join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'packages/cli'], { cwd: REPO, stdio: 'inherit' });
+  execFileSync(process.execPath, [path.join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'packages/cli'], {
+    cwd: REPO,
+    stdio: 'inherit',
+  });
   built = true;
 }
 
@@ -25,7 +28,10 @@ export interface CliResult {
  * Runs `pile ...args` in a child process; `stdinFile` is opened as its stdin (a file, as a shell `<`
  * would give). `cwd` is where it runs; `command` replaces `node main.js` (e.g. with pnpm).
  */
-export function runCli(args: string[], opts: { stdinFile?: string; stdin?: string; nodeArgs?: string[]; cwd?: string; env?: NodeJS.ProcessEnv; command?: string[] } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  opts: { stdinFile?: string; stdin?: string; nodeArgs?: string[]; cwd?: string; env?: NodeJS.ProcessEnv; command?: string[] } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     let stdio: ('pipe' | number)[] = ['pipe', 'pipe', 'pipe'];
     let fd: number | undefined;

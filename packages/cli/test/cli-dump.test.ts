@@ -34,15 +34,25 @@ describe('pile dump', function () {
   it('--json prints one parseable object per record; --limit and --root select', async () => {
     const r = await runCli(['dump', dir, '--json', '--limit', '3']);
     expect(r.code, r.stderr).to.equal(0);
-    const recs = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const recs = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(recs).to.have.length(3);
     for (const rec of recs) expect(rec).to.include.keys('pointer', 'kind', 'size');
 
     const root = await runCli(['dump', dir, '--root', 'config', '--json']);
     expect(root.code, root.stderr).to.equal(0);
-    expect(JSON.parse(root.stdout)).to.deep.include({ kind: 'msgpack', roots: ['config'], value: { name: 'alpha', tags: ['x', 'y'], big: '10' } });
+    expect(JSON.parse(root.stdout)).to.deep.include({
+      kind: 'msgpack',
+      roots: ['config'],
+      value: { name: 'alpha', tags: ['x', 'y'], big: '10' },
+    });
 
-    const all = (await runCli(['dump', dir, '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const all = (await runCli(['dump', dir, '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(all.find((rec) => rec['kind'] === 'typed')).to.deep.include({ schema: 'point', value: { x: 1, y: 2 } });
 
     const missing = await runCli(['dump', dir, '--root', 'nope']);
@@ -57,6 +67,9 @@ describe('pile dump', function () {
   it('has --help', async () => {
     const r = await runCli(['dump', '--help']);
     expect(r.code).to.equal(0);
-    expect(r.stdout).to.match(/--root <name>/).and.match(/--limit <n>/).and.match(/--json/);
+    expect(r.stdout)
+      .to.match(/--root <name>/)
+      .and.match(/--limit <n>/)
+      .and.match(/--json/);
   });
 });

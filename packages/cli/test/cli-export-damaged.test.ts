@@ -43,7 +43,11 @@ describe('pile export of a damaged table', function () {
     damagedTable(dir, ['k3', 'k7']);
     const r = await runCli(['export', dir, '--table', 't', '--ndjson', '--skip-damaged']);
     expect(r.code, r.stderr).to.equal(0);
-    const ns = r.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { n: number }).n).sort((a, b) => a - b);
+    const ns = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { n: number }).n)
+      .sort((a, b) => a - b);
     expect(ns).to.deep.equal([0, 1, 2, 4, 5, 6, 8, 9]);
     expect(r.stderr).to.contain("skipped 2 damaged entries of table 't'");
     expect(r.stderr).to.contain('key "k3": PILE_CORRUPT');
@@ -89,7 +93,11 @@ describe('pile export of a damaged table', function () {
     flippedValueByte(dir);
     const r = await runCli(['export', dir, '--table', 't', '--ndjson', '--skip-damaged']);
     expect(r.code, r.stderr).to.equal(0);
-    const values = r.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { s: string }).s).sort();
+    const values = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { s: string }).s)
+      .sort();
     expect(values).to.deep.equal([0, 1, 2, 4, 5, 6, 7, 8, 9].map((i) => `value-of-k${i}-payload`));
     expect(r.stderr).to.contain("skipped 1 damaged entry of table 't'");
     expect(r.stderr).to.match(/key "k3": PILE_CORRUPT: .*\(segment \d+\), record at offset \d+/);

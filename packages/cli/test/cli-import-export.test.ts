@@ -14,7 +14,12 @@ function product(i: number): Record<string, unknown> {
 }
 
 /** Writes `n` records to `file` as NDJSON or an array, streamed (never built in memory), honouring backpressure. */
-async function writeRecords(file: string, n: number, format: 'ndjson' | 'array', make: (i: number) => Record<string, unknown> = product): Promise<void> {
+async function writeRecords(
+  file: string,
+  n: number,
+  format: 'ndjson' | 'array',
+  make: (i: number) => Record<string, unknown> = product,
+): Promise<void> {
   const w = fs.createWriteStream(file);
   if (format === 'array') w.write('[\n');
   for (let i = 1; i <= n; i++) {
@@ -37,7 +42,9 @@ describe('pile import / export', function () {
     await writeRecords(path.join(t.dir, 'a.json'), 2000, 'array');
     await writeRecords(path.join(t.dir, 'b.ndjson'), 500, 'ndjson', (i) => ({ sku: `S-${i}`, tags: ['x', i], nested: { n: i } }));
 
-    const a = await runCli(['import', dir, '--table', 'products', '--key', 'id', '--schema', shapeFile], { stdinFile: path.join(t.dir, 'a.json') });
+    const a = await runCli(['import', dir, '--table', 'products', '--key', 'id', '--schema', shapeFile], {
+      stdinFile: path.join(t.dir, 'a.json'),
+    });
     expect(a.code, a.stderr).to.equal(0);
     expect(a.stdout).to.match(/imported 2,000 records .* into table 'products'/);
     const b = await runCli(['import', dir, '--table', 'skus', '--key', 'sku'], { stdinFile: path.join(t.dir, 'b.ndjson') });
@@ -64,12 +71,16 @@ describe('pile import / export', function () {
     expect(nd.code, nd.stderr).to.equal(0);
     const lines = nd.stdout.trim().split('\n');
     expect(lines).to.have.length(500);
-    expect(lines.map((l) => (JSON.parse(l) as { sku: string }).sku).sort()).to.deep.equal(Array.from({ length: 500 }, (_, i) => `S-${i + 1}`).sort());
+    expect(lines.map((l) => (JSON.parse(l) as { sku: string }).sku).sort()).to.deep.equal(
+      Array.from({ length: 500 }, (_, i) => `S-${i + 1}`).sort(),
+    );
 
     // An export re-imports into the same table content.
     const round = path.join(t.dir, 'round.json');
     fs.writeFileSync(round, out.stdout);
-    const again = await runCli(['import', path.join(t.dir, 'copy'), '--table', 'products', '--key', 'id', '--schema', shapeFile], { stdinFile: round });
+    const again = await runCli(['import', path.join(t.dir, 'copy'), '--table', 'products', '--key', 'id', '--schema', shapeFile], {
+      stdinFile: round,
+    });
     expect(again.code, again.stderr).to.equal(0);
     const copy = await runCli(['export', path.join(t.dir, 'copy'), '--table', 'products']);
     expect((JSON.parse(copy.stdout) as { id: number }[]).sort((x, y) => x.id - y.id)).to.deep.equal(back);
@@ -77,26 +88,40 @@ describe('pile import / export', function () {
     const stats = await runCli(['stats', dir, '--json']);
     expect(stats.code, stats.stderr).to.equal(0);
     const s = JSON.parse(stats.stdout) as { objects: number; tables: { name: string; count: number; typed: boolean }[]; roots: string[] };
-    expect(s.tables.map((x) => [x.name, x.count, x.typed])).to.deep.equal([['products', 2000, true], ['skus', 500, false]]);
+    expect(s.tables.map((x) => [x.name, x.count, x.typed])).to.deep.equal([
+      ['products', 2000, true],
+      ['skus', 500, false],
+    ]);
     expect(s.objects).to.be.greaterThan(2500);
     const text = await runCli(['stats', dir]);
-    expect(text.stdout).to.match(/^tables +2$/m).and.match(/^ +products +2,000 entries, capacity [\d,]+, typed$/m);
-    expect(text.stdout).to.match(/^objects +[\d,]+$/m).and.match(/^free +.*B\)/m);
+    expect(text.stdout)
+      .to.match(/^tables +2$/m)
+      .and.match(/^ +products +2,000 entries, capacity [\d,]+, typed$/m);
+    expect(text.stdout)
+      .to.match(/^objects +[\d,]+$/m)
+      .and.match(/^free +.*B\)/m);
   });
 
   it('stops at malformed input with its line, column and byte, keeping what came before', async () => {
     const dir = path.join(t.dir, 'pile');
     const file = path.join(t.dir, 'bad.ndjson');
-    fs.writeFileSync(file, `${JSON.stringify(product(1))}\n${JSON.stringify(product(2))}\n{"id": 3, "name" "x"}\n${JSON.stringify(product(4))}\n`);
+    fs.writeFileSync(
+      file,
+      `${JSON.stringify(product(1))}\n${JSON.stringify(product(2))}\n{"id": 3, "name" "x"}\n${JSON.stringify(product(4))}\n`,
+    );
     // Into a new table: the table the import created is removed.
     const fresh = await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdinFile: file });
     expect(fresh.code).to.equal(1);
-    expect(fresh.stderr).to.match(/^pile: malformed input at line 3, column 18 \(byte \d+\): Unexpected string; table 'p', which this import created, was removed\n$/);
+    expect(fresh.stderr).to.match(
+      /^pile: malformed input at line 3, column 18 \(byte \d+\): Unexpected string; table 'p', which this import created, was removed\n$/,
+    );
     // Into an existing table: what came before the error stays.
     expect((await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdin: JSON.stringify(product(9)) })).code).to.equal(0);
     const r = await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdinFile: file });
     expect(r.code).to.equal(1);
-    expect(r.stderr).to.match(/^pile: malformed input at line 3, column 18 \(byte \d+\): Unexpected string; 2 records imported before it were kept\n$/);
+    expect(r.stderr).to.match(
+      /^pile: malformed input at line 3, column 18 \(byte \d+\): Unexpected string; 2 records imported before it were kept\n$/,
+    );
     const cache = openCache({ dir, readonly: true });
     try {
       const p = cache.table('p');
@@ -186,7 +211,9 @@ describe('pile import / export', function () {
     // The pipe gives the schema, then an empty second read to a process that opens it again.
     const feeder = spawn('sh', ['-c', `cat "${shapeFile}" > "${fifo}"; : > "${fifo}"`], { stdio: 'ignore' });
     try {
-      const r = await runCli(['import', dir, '--table', 'products', '--key', 'id', '--schema', fifo], { stdinFile: path.join(t.dir, 'a.ndjson') });
+      const r = await runCli(['import', dir, '--table', 'products', '--key', 'id', '--schema', fifo], {
+        stdinFile: path.join(t.dir, 'a.ndjson'),
+      });
       expect(r.code, r.stderr).to.equal(0);
       expect(r.stdout).to.match(/imported 10 records/);
     } finally {

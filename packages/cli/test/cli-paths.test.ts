@@ -21,14 +21,24 @@ describe('pile resolves relative paths from where it is run', function () {
     fs.mkdirSync(sub, { recursive: true });
     fs.writeFileSync(path.join(sub, 'in.ndjson'), '{"id":1,"name":"x"}\n{"id":2,"name":"y"}\n');
     fs.writeFileSync(path.join(sub, 'shape.json'), '{"id":"int","name":"string"}');
-    const imp = await runCli(['import', '../data', '--table', 'n', '--key', 'id', '--schema', 'shape.json'], { cwd: sub, stdinFile: path.join(sub, 'in.ndjson') });
+    const imp = await runCli(['import', '../data', '--table', 'n', '--key', 'id', '--schema', 'shape.json'], {
+      cwd: sub,
+      stdinFile: path.join(sub, 'in.ndjson'),
+    });
     expect(imp.code, imp.stderr).to.equal(0);
     expect(fs.existsSync(path.join(t.dir, 'project', 'data', 'pile.meta'))).to.equal(true);
     const st = await runCli(['stats', '../data', '--json'], { cwd: sub });
     expect(st.code, st.stderr).to.equal(0);
     const ex = await runCli(['export', '../data', '--table', 'n', '--ndjson'], { cwd: sub });
-    const rows = ex.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: number; name: string }).sort((x, y) => x.id - y.id);
-    expect(rows).to.deep.equal([{ id: 1, name: 'x' }, { id: 2, name: 'y' }]);
+    const rows = ex.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: number; name: string })
+      .sort((x, y) => x.id - y.id);
+    expect(rows).to.deep.equal([
+      { id: 1, name: 'x' },
+      { id: 2, name: 'y' },
+    ]);
   });
 
   it("as `pnpm pile` (the workspace script runs from the root): paths resolve against pnpm's INIT_CWD", async () => {
@@ -70,7 +80,11 @@ describe('pile shows a progress bar while an open recovers', function () {
         process.kill(process.pid, 'SIGKILL');`;
       const { spawnSync } = await import('node:child_process');
       expect(spawnSync(process.execPath, ['-e', crash]).signal).to.equal('SIGKILL');
-      const r = spawnSync('/usr/bin/script', ['-qec', `${process.execPath} ${path.join(REPO, 'packages/cli/dist/main.js')} verify ${dir}`, '/dev/null'], { encoding: 'utf8' });
+      const r = spawnSync(
+        '/usr/bin/script',
+        ['-qec', `${process.execPath} ${path.join(REPO, 'packages/cli/dist/main.js')} verify ${dir}`, '/dev/null'],
+        { encoding: 'utf8' },
+      );
       expect(r.status, r.stdout).to.equal(0);
       expect(r.stdout).to.match(/recovering \[/);
     } finally {

@@ -19,7 +19,10 @@ describe('pile stats', function () {
     const r = await runCli(['stats', dir, '--json']);
     expect(r.code, r.stderr).to.equal(0);
     const s = JSON.parse(r.stdout) as { tables: { name: string; count: number; capacity: number; typed: boolean }[] };
-    expect(s.tables.map((x) => [x.name, x.count, x.typed])).to.deep.equal([['users', 300, true], ['notes', 1, false]]);
+    expect(s.tables.map((x) => [x.name, x.count, x.typed])).to.deep.equal([
+      ['users', 300, true],
+      ['notes', 1, false],
+    ]);
     expect(s.tables[0]!.capacity).to.be.at.least(300);
     const text = await runCli(['stats', dir]);
     expect(text.stdout).to.match(/^ +users +300 entries, capacity [\d,]+, typed$/m);

@@ -50,7 +50,9 @@ describe('pile tables, drop-table, dump --table and import duplicates', function
       message = (err as Error).message;
     }
     cache.close();
-    expect(message).to.match(/^PILE_SCHEMA_MISMATCH: cache table 'users': the schema given does not match the one the table was created with/);
+    expect(message).to.match(
+      /^PILE_SCHEMA_MISMATCH: cache table 'users': the schema given does not match the one the table was created with/,
+    );
     expect(message).to.not.contain('pile-cache:');
   });
 
@@ -83,8 +85,15 @@ describe('pile tables, drop-table, dump --table and import duplicates', function
     expect(bad.code).to.equal(1);
     expect(bad.stderr).to.match(/Allowed choices are replace, skip, error/);
     const dump = await runCli(['dump', dir, '--table', 's', '--json']);
-    const entries = dump.stdout.trim().split('\n').map((l) => JSON.parse(l) as { key: string; value: { v: number } }).sort((x, y) => x.key.localeCompare(y.key));
-    expect(entries).to.deep.equal([{ key: 'a', value: { k: 'a', v: 1 } }, { key: 'b', value: { k: 'b', v: 2 } }]);
+    const entries = dump.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { key: string; value: { v: number } })
+      .sort((x, y) => x.key.localeCompare(y.key));
+    expect(entries).to.deep.equal([
+      { key: 'a', value: { k: 'a', v: 1 } },
+      { key: 'b', value: { k: 'b', v: 2 } },
+    ]);
   });
 
   it('dump --table decodes keys and values, honours --limit, and decodes a typed table by its stored shape', async () => {
@@ -94,7 +103,12 @@ describe('pile tables, drop-table, dump --table and import duplicates', function
     const text = await runCli(['dump', dir, '--table', 'p']);
     expect(text.code, text.stderr).to.equal(0);
     const lines = text.stdout.trim().split('\n').sort();
-    expect(lines).to.deep.equal(["1  { id: 1, name: 'n1' }", "2  { id: 2, name: 'n2' }", "3  { id: 3, name: 'n3' }", "4  { id: 4, name: 'n4' }"]);
+    expect(lines).to.deep.equal([
+      "1  { id: 1, name: 'n1' }",
+      "2  { id: 2, name: 'n2' }",
+      "3  { id: 3, name: 'n3' }",
+      "4  { id: 4, name: 'n4' }",
+    ]);
     const two = await runCli(['dump', dir, '--table', 'p', '--limit', '2', '--json']);
     expect(two.stdout.trim().split('\n')).to.have.length(2);
     const missing = await runCli(['dump', dir, '--table', 'nope']);

@@ -15,7 +15,10 @@ function makePile(dir: string): void {
 
 /** Flips one byte inside the payload of the record holding MARKER; returns the segment file. */
 function damage(dir: string): string {
-  const file = path.join(dir, fs.readdirSync(dir).find((f) => f.startsWith('seg-'))!);
+  const file = path.join(
+    dir,
+    fs.readdirSync(dir).find((f) => f.startsWith('seg-'))!,
+  );
   const bytes = fs.readFileSync(file);
   const at = bytes.indexOf(MARKER);
   expect(at).to.be.greaterThan(0);

@@ -59,15 +59,21 @@ describe('JsonRecordSplitter', () => {
   it('matches JSON.parse on random arrays split at random points (property)', () => {
     const value = fc.jsonValue({ maxDepth: 3 });
     fc.assert(
-      fc.property(fc.array(value, { maxLength: 20 }), fc.boolean(), fc.integer({ min: 1, max: 50 }), fc.constantFrom('', ' ', '\n', ' \r\n\t'), (records, ndjson, size, ws) => {
-        // NDJSON holds one value per line, so its records are written without line breaks.
-        const text = ndjson
-          ? records.map((r) => JSON.stringify(r)).join(`${ws}\n`)
-          : `${ws}[${ws}${records.map((r) => JSON.stringify(r, null, ws === '' ? undefined : 1)).join(`${ws},${ws}`)}${ws}]${ws}`;
-        const r = split(text, size, ndjson ? 'ndjson' : 'auto');
-        expect(r.error).to.equal(undefined);
-        expect(r.values).to.deep.equal(JSON.parse(JSON.stringify(records)));
-      }),
+      fc.property(
+        fc.array(value, { maxLength: 20 }),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 50 }),
+        fc.constantFrom('', ' ', '\n', ' \r\n\t'),
+        (records, ndjson, size, ws) => {
+          // NDJSON holds one value per line, so its records are written without line breaks.
+          const text = ndjson
+            ? records.map((r) => JSON.stringify(r)).join(`${ws}\n`)
+            : `${ws}[${ws}${records.map((r) => JSON.stringify(r, null, ws === '' ? undefined : 1)).join(`${ws},${ws}`)}${ws}]${ws}`;
+          const r = split(text, size, ndjson ? 'ndjson' : 'auto');
+          expect(r.error).to.equal(undefined);
+          expect(r.values).to.deep.equal(JSON.parse(JSON.stringify(records)));
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -1,6 +1,24 @@
 import {
-  FLAG_BODY, GEN_MASK, KIND_CATALOG, KIND_FREE, KIND_JOURNAL, KIND_LINK, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE,
-  STATE_DAMAGED, STATE_FREE, STATE_RESERVED, STATE_USED, STATE_SHIFT, flagsOf, genCheck, genOf, kindOf, sizeCheck, stateOf, word1,
+  FLAG_BODY,
+  GEN_MASK,
+  KIND_CATALOG,
+  KIND_FREE,
+  KIND_JOURNAL,
+  KIND_LINK,
+  MIN_BLOCK_SIZE,
+  SEGMENT_HEADER_SIZE,
+  STATE_DAMAGED,
+  STATE_FREE,
+  STATE_RESERVED,
+  STATE_USED,
+  STATE_SHIFT,
+  flagsOf,
+  genCheck,
+  genOf,
+  kindOf,
+  sizeCheck,
+  stateOf,
+  word1,
 } from './BlockFormat';
 import { blockDamage } from './Checksum';
 import { PileError } from './PileError';
@@ -32,7 +50,17 @@ export function sizeClass(size: number): number {
 }
 
 /** Counters the allocator keeps exact; the pile adds the per-kind ones. */
-export const STAT_FIELDS = ['allocatedBytes', 'freeBytes', 'utilizedBytes', 'objectCount', 'linkCount', 'internalCount', 'tailAddr', 'tailEnd', 'tailGen'] as const;
+export const STAT_FIELDS = [
+  'allocatedBytes',
+  'freeBytes',
+  'utilizedBytes',
+  'objectCount',
+  'linkCount',
+  'internalCount',
+  'tailAddr',
+  'tailEnd',
+  'tailGen',
+] as const;
 
 /**
  * Block allocator over a list of segments. Free blocks form doubly linked lists by size
@@ -118,7 +146,10 @@ export class Allocator {
    */
   alloc(size: number): number {
     if (size > this.segmentSize - SEGMENT_HEADER_SIZE) {
-      throw new PileError('PILE_TOO_LARGE', `a block of ${size} bytes does not fit in a segment of ${this.segmentSize} bytes (segmentSize)`);
+      throw new PileError(
+        'PILE_TOO_LARGE',
+        `a block of ${size} bytes does not fit in a segment of ${this.segmentSize} bytes (segmentSize)`,
+      );
     }
     // Filling a pile that never freed anything: no list to search, straight to the tail.
     let addr = this.nonEmptyClasses === 0 ? 0 : this.take(size);
@@ -396,7 +427,10 @@ export class Allocator {
           size = this.trustedFreeSize(seg, off);
           if (size < 0) break;
           const g = this.trustedGen(u32, off);
-          if (runStart < 0) { runStart = off; runGen = g; } else {
+          if (runStart < 0) {
+            runStart = off;
+            runGen = g;
+          } else {
             runInner.push(off);
             if (g > runGen) runGen = g;
           }
@@ -540,7 +574,9 @@ export class Allocator {
   /** Allocator state for a clean close: counters then list heads. */
   snapshot(): Float64Array {
     const out = new Float64Array(STAT_FIELDS.length + NUM_CLASSES);
-    STAT_FIELDS.forEach((f, i) => { out[i] = this[f]; });
+    STAT_FIELDS.forEach((f, i) => {
+      out[i] = this[f];
+    });
     out.set(this.heads, STAT_FIELDS.length);
     return out;
   }
@@ -548,7 +584,9 @@ export class Allocator {
   /** Restores a snapshot; false if it does not fit this build (then the caller rebuilds). */
   restore(s: Float64Array): boolean {
     if (s.length !== STAT_FIELDS.length + NUM_CLASSES) return false;
-    STAT_FIELDS.forEach((f, i) => { this[f] = s[i]!; });
+    STAT_FIELDS.forEach((f, i) => {
+      this[f] = s[i]!;
+    });
     this.populatedTo = this.populateMark = 0;
     this.heads.set(s.subarray(STAT_FIELDS.length));
     this.nonEmpty.fill(0);
@@ -697,7 +735,10 @@ export class Allocator {
         const segIdx = Math.floor(a * this.segmentInv);
         const seg = this.segments[segIdx]?.use();
         const off = a - segIdx * this.segmentSize;
-        if (seg === undefined || !this.checkFree(seg, off)) { this.dropList(c); break; }
+        if (seg === undefined || !this.checkFree(seg, off)) {
+          this.dropList(c);
+          break;
+        }
         if (seg.u32[off >>> 2]! >= size) return this.carve(a, size, seg, off);
         a = seg.f64[(off + 16) >>> 3]!;
       }
@@ -711,14 +752,18 @@ export class Allocator {
       const seg = this.segments[segIdx]?.use();
       const off = a - segIdx * this.segmentSize;
       // A damaged link may lead to a free block of another class, possibly smaller than asked.
-      if (seg === undefined || !this.checkFree(seg, off) || seg.u32[off >>> 2]! < size) { this.dropList(c); continue; }
+      if (seg === undefined || !this.checkFree(seg, off) || seg.u32[off >>> 2]! < size) {
+        this.dropList(c);
+        continue;
+      }
       return this.carve(a, size, seg, off);
     }
   }
 
   /** A free-list entry must look like a free block: otherwise the list is damaged and is not followed. */
   private checkFree(seg: Segment, off: number): boolean {
-    if (!(off >= SEGMENT_HEADER_SIZE && off <= this.segmentSize - MIN_BLOCK_SIZE) || (off & 7) !== 0 || Math.floor(off) !== off) return false;
+    if (!(off >= SEGMENT_HEADER_SIZE && off <= this.segmentSize - MIN_BLOCK_SIZE) || (off & 7) !== 0 || Math.floor(off) !== off)
+      return false;
     const w = seg.u32[(off >>> 2) + 1]!;
     return stateOf(w) === STATE_FREE && this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, w);
   }

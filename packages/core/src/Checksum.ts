@@ -1,5 +1,16 @@
 import { crc32 } from 'node:zlib';
-import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_BUFFER, KIND_RAW, MIN_BLOCK_SIZE, STATE_SHIFT, blockSizeFor, checkedWord1, flagsOf, kindOf } from './BlockFormat';
+import {
+  BLOCK_HEADER_SIZE,
+  FLAG_SEALED,
+  KIND_BUFFER,
+  KIND_RAW,
+  MIN_BLOCK_SIZE,
+  STATE_SHIFT,
+  blockSizeFor,
+  checkedWord1,
+  flagsOf,
+  kindOf,
+} from './BlockFormat';
 
 /**
  * Record checksum. Small payloads (the common case) use Murmur3-32 over aligned words in
@@ -121,6 +132,7 @@ export function headerBitRepair(buf: Buffer, u32: Uint32Array, off: number, limi
     const diff = (sum ^ stored) >>> 0;
     if ((diff & (diff - 1)) === 0) return { size: words[0], w1: words[1] };
   }
-  if (kindOf(words[1]) !== 0 && kindOf(words[1]) <= KIND_BUFFER && words[0] === blockSizeFor(words[2]) && off + words[0] <= limit) return { size: words[0], w1: words[1] };
+  if (kindOf(words[1]) !== 0 && kindOf(words[1]) <= KIND_BUFFER && words[0] === blockSizeFor(words[2]) && off + words[0] <= limit)
+    return { size: words[0], w1: words[1] };
   return undefined;
 }

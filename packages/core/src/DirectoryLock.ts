@@ -27,7 +27,10 @@ function alive(pid: number): boolean {
  * taken over; the exclusive create makes two takers race safely (one wins, one is LOCKED).
  */
 export class DirectoryLock {
-  private constructor(private readonly dir: string, private readonly file: string) {}
+  private constructor(
+    private readonly dir: string,
+    private readonly file: string,
+  ) {}
 
   /**
    * @throws PILE_LOCKED when another live process or another open pile in this process holds it
@@ -48,7 +51,11 @@ export class DirectoryLock {
     // A link or directory planted at the lock name is never followed nor taken for another
     // writer's lock (its target's content would be read as a pid).
     let planted: fs.Stats | undefined;
-    try { planted = fs.lstatSync(file); } catch { /* no lock yet */ }
+    try {
+      planted = fs.lstatSync(file);
+    } catch {
+      /* no lock yet */
+    }
     if (planted !== undefined && !planted.isFile()) throw notRegular(file, planted);
     for (let attempt = 0; attempt < 3; attempt++) {
       if (createWithPid(file)) {
@@ -56,8 +63,15 @@ export class DirectoryLock {
         // writer and a reader opening at once, at least one sees the other.
         const reader = liveReader(key);
         if (reader !== undefined) {
-          try { fs.unlinkSync(file); } catch { /* gone */ }
-          throw new PileError('PILE_LOCKED', `pile ${dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`);
+          try {
+            fs.unlinkSync(file);
+          } catch {
+            /* gone */
+          }
+          throw new PileError(
+            'PILE_LOCKED',
+            `pile ${dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`,
+          );
         }
         heldHere.add(key);
         removeLeftovers(key);
@@ -68,7 +82,9 @@ export class DirectoryLock {
       try {
         ageMs = Date.now() - fs.statSync(file).mtimeMs;
         owner = readPid(file);
-      } catch { continue; /* removed meanwhile: retry */ }
+      } catch {
+        continue; /* removed meanwhile: retry */
+      }
       if (Number.isNaN(owner) && ageMs < 5000) {
         // Only a writer on a file system without hard links creates the file before its pid is in it.
         throw new PileError('PILE_LOCKED', `pile ${dir} is being opened for writing by another process (lock file ${file})`);
@@ -80,15 +96,35 @@ export class DirectoryLock {
       // our own, then check that what moved is the lock judged dead. A taker racing us may have
       // replaced it meanwhile; unlinking by name would have removed that live lock.
       const aside = `${file}.stale-${process.pid}`;
-      try { fs.renameSync(file, aside); } catch { continue; /* another taker moved it first */ }
+      try {
+        fs.renameSync(file, aside);
+      } catch {
+        continue; /* another taker moved it first */
+      }
       let moved = NaN;
-      try { moved = readPid(aside); } catch { /* unreadable: treat as the dead lock */ }
+      try {
+        moved = readPid(aside);
+      } catch {
+        /* unreadable: treat as the dead lock */
+      }
       if (moved !== owner && !(Number.isNaN(moved) && Number.isNaN(owner))) {
-        try { fs.linkSync(aside, file); } catch { /* a third taker holds it now */ }
-        try { fs.unlinkSync(aside); } catch { /* gone */ }
+        try {
+          fs.linkSync(aside, file);
+        } catch {
+          /* a third taker holds it now */
+        }
+        try {
+          fs.unlinkSync(aside);
+        } catch {
+          /* gone */
+        }
         throw new PileError('PILE_LOCKED', `pile ${dir} was just taken by process ${moved} (lock file ${file})`);
       }
-      try { fs.unlinkSync(aside); } catch { /* gone */ }
+      try {
+        fs.unlinkSync(aside);
+      } catch {
+        /* gone */
+      }
     }
     throw new PileError('PILE_LOCKED', `could not take the lock file ${file}`);
   }
@@ -98,7 +134,9 @@ export class DirectoryLock {
     try {
       // Never remove a lock that is no longer ours (taken over after this process was thought dead).
       if (readPid(this.file) === process.pid) fs.unlinkSync(this.file);
-    } catch { /* already gone: nothing to release */ }
+    } catch {
+      /* already gone: nothing to release */
+    }
   }
 }
 
@@ -118,7 +156,10 @@ export class ReaderMark {
    */
   static acquire(dir: string): ReaderMark {
     // No thread id: loading worker_threads only for it would cost every read-only process.
-    let file: string | undefined = path.join(dir, `${READER_PREFIX}${process.pid}.${PROCESS_START}.${Math.random().toString(36).slice(2, 10)}`);
+    let file: string | undefined = path.join(
+      dir,
+      `${READER_PREFIX}${process.pid}.${PROCESS_START}.${Math.random().toString(36).slice(2, 10)}`,
+    );
     try {
       fs.closeSync(createExclusive(file, true));
     } catch {
@@ -127,30 +168,50 @@ export class ReaderMark {
     const mark = new ReaderMark(file);
     const lock = path.join(dir, LOCK_FILE_NAME);
     let owner = NaN;
-    try { owner = readPid(lock); } catch { /* no lock: no writer */ }
+    try {
+      owner = readPid(lock);
+    } catch {
+      /* no lock: no writer */
+    }
     if (Number.isInteger(owner) && owner > 0 && alive(owner)) {
       mark.release();
-      throw new PileError('PILE_LOCKED', `pile ${dir} is open for writing by process ${owner} (lock file ${lock}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writer first`);
+      throw new PileError(
+        'PILE_LOCKED',
+        `pile ${dir} is open for writing by process ${owner} (lock file ${lock}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writer first`,
+      );
     }
     return mark;
   }
 
   release(): void {
-    if (this.file !== undefined) try { fs.unlinkSync(this.file); } catch { /* gone */ }
+    if (this.file !== undefined)
+      try {
+        fs.unlinkSync(this.file);
+      } catch {
+        /* gone */
+      }
   }
 }
 
 /** The pid of a live read-only open of `dir`, or undefined; removes the marks of dead ones. */
 function liveReader(dir: string): number | undefined {
   let names: string[];
-  try { names = fs.readdirSync(dir); } catch { return undefined; }
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return undefined;
+  }
   for (const name of names) {
     if (!name.startsWith(READER_PREFIX)) continue;
     const [pid, start] = name.slice(READER_PREFIX.length).split('.').map(Number);
     if (pid === undefined || !Number.isInteger(pid)) continue;
     const live = pid === process.pid ? Math.abs((start ?? 0) - PROCESS_START) <= 2 : alive(pid);
     if (live) return pid;
-    try { fs.unlinkSync(path.join(dir, name)); } catch { /* removed by another */ }
+    try {
+      fs.unlinkSync(path.join(dir, name));
+    } catch {
+      /* removed by another */
+    }
   }
   return undefined;
 }
@@ -187,8 +248,17 @@ function createWithPid(file: string): boolean {
   } catch (err) {
     throw ioError(err, `can not create lock file ${file}`);
   } finally {
-    if (fd !== undefined) try { fs.closeSync(fd); } catch { /* closed */ }
-    try { fs.unlinkSync(tmp); } catch { /* never made, or gone */ }
+    if (fd !== undefined)
+      try {
+        fs.closeSync(fd);
+      } catch {
+        /* closed */
+      }
+    try {
+      fs.unlinkSync(tmp);
+    } catch {
+      /* never made, or gone */
+    }
   }
   // No hard links on this file system: exclusive create, then the pid.
   let lock: number;
@@ -201,7 +271,11 @@ function createWithPid(file: string): boolean {
   try {
     if (fs.writeSync(lock, pid) !== pid.length) throw new Error(`short write to ${file}`);
   } catch (err) {
-    try { fs.unlinkSync(file); } catch { /* gone */ }
+    try {
+      fs.unlinkSync(file);
+    } catch {
+      /* gone */
+    }
     throw ioError(err, `can not write lock file ${file}`);
   } finally {
     fs.closeSync(lock);
@@ -212,13 +286,21 @@ function createWithPid(file: string): boolean {
 /** Private files of lock takers that died between creating and removing them. */
 function removeLeftovers(dir: string): void {
   let names: string[];
-  try { names = fs.readdirSync(dir); } catch { return; }
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
   for (const name of names) {
     const m = /^pile\.lock\.(?:(\d+)\.tmp|stale-(\d+))$/.exec(name);
     if (m === null) continue;
     const pid = Number(m[1] ?? m[2]);
     if (pid !== process.pid && !alive(pid)) {
-      try { fs.unlinkSync(path.join(dir, name)); } catch { /* removed by another */ }
+      try {
+        fs.unlinkSync(path.join(dir, name));
+      } catch {
+        /* removed by another */
+      }
     }
   }
 }

@@ -47,7 +47,11 @@ export interface CatalogSlot {
  * update is one system call whose result survives a killed process. Layout in docs/format.md.
  */
 export class MetaFile {
-  private constructor(readonly file: string, private fd: number, readonly readonly: boolean) {}
+  private constructor(
+    readonly file: string,
+    private fd: number,
+    readonly readonly: boolean,
+  ) {}
 
   /**
    * @throws PILE_CORRUPT when the file exists but can not be opened
@@ -71,8 +75,16 @@ export class MetaFile {
       // A pile directory either has a complete meta file or none: a crash mid-create leaves only the .tmp.
       fs.renameSync(tmp, file);
     } catch (err) {
-      try { fs.closeSync(fd); } catch { /* closed already */ }
-      try { fs.unlinkSync(tmp); } catch { /* gone */ }
+      try {
+        fs.closeSync(fd);
+      } catch {
+        /* closed already */
+      }
+      try {
+        fs.unlinkSync(tmp);
+      } catch {
+        /* gone */
+      }
       throw ioError(err, `can not create meta file ${file}`);
     }
     return new MetaFile(file, openExisting(file, false)!, false);
@@ -84,19 +96,33 @@ export class MetaFile {
    */
   readHeader(): MetaHeader {
     const b = this.read(0, HEADER_SIZE);
-    if (b.readUInt32LE(0) !== META_MAGIC) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad magic at offset 0 (not a pile, or damaged)`);
+    if (b.readUInt32LE(0) !== META_MAGIC)
+      throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad magic at offset 0 (not a pile, or damaged)`);
     const version = b.readUInt32LE(4);
     if (version > FORMAT_VERSION) {
-      throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
+      throw new PileError(
+        'PILE_FORMAT_VERSION',
+        `meta file ${this.file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`,
+      );
     }
     if (version >= 1 && version < OLDEST_FORMAT_VERSION && crc32(b.subarray(0, 28)) >>> 0 === b.readUInt32LE(28)) {
-      throw new PileError('PILE_FORMAT_VERSION', `meta file ${this.file} has format version ${version}, which this build (format ${FORMAT_VERSION}) does not read: open it with the build that wrote it and copy its records into a new pile (docs/format.md)`);
+      throw new PileError(
+        'PILE_FORMAT_VERSION',
+        `meta file ${this.file} has format version ${version}, which this build (format ${FORMAT_VERSION}) does not read: open it with the build that wrote it and copy its records into a new pile (docs/format.md)`,
+      );
     }
     if (crc32(b.subarray(0, 28)) >>> 0 !== b.readUInt32LE(28)) {
       throw new PileError('PILE_CORRUPT', `meta file ${this.file}: header checksum mismatch at offset 28`);
     }
-    if (version < OLDEST_FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
-    return { segmentSize: b.readUInt32LE(8), pileId: b.readUInt32LE(12), segmentCount: b.readUInt32LE(16), clean: b.readUInt32LE(20) === 1, genFloor: b.readUInt32LE(24) };
+    if (version < OLDEST_FORMAT_VERSION)
+      throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
+    return {
+      segmentSize: b.readUInt32LE(8),
+      pileId: b.readUInt32LE(12),
+      segmentCount: b.readUInt32LE(16),
+      clean: b.readUInt32LE(20) === 1,
+      genFloor: b.readUInt32LE(24),
+    };
   }
 
   writeHeader(h: MetaHeader): void {
@@ -198,7 +224,8 @@ export class MetaFile {
   private read(pos: number, len: number): Buffer {
     const b = Buffer.alloc(len);
     const n = fs.readSync(this.fd, b, 0, len, pos);
-    if (n < len && pos < HEADER_SIZE) throw new PileError('PILE_CORRUPT', `meta file ${this.file} is truncated (read ${n} of ${len} bytes at offset ${pos})`);
+    if (n < len && pos < HEADER_SIZE)
+      throw new PileError('PILE_CORRUPT', `meta file ${this.file} is truncated (read ${n} of ${len} bytes at offset ${pos})`);
     return b;
   }
 

@@ -5,9 +5,35 @@ import type { Packr } from 'msgpackr';
 import type { ZodType } from 'zod';
 import { Allocator, MARK_CLEAN, MARK_WHOLE } from './Allocator';
 import {
-  BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, FLAG_BODY, FLAG_SEALED, FLAG_SHIFT, GEN_MASK, KIND_BUFFER, KIND_BYTES, KIND_CATALOG, KIND_JOURNAL, KIND_LINK,
-  KIND_MSGPACK, KIND_NAMES, KIND_RAW, KIND_STRING, KIND_TYPED, RAW_PREFIX, SEGMENT_HEADER_SIZE,
-  STATE_DAMAGED, STATE_RESERVED, STATE_USED, TYPED_PREFIX, blockSizeFor, checkedWord1, flagsOf, genOf, kindOf, stateOf, word1,
+  BLOCK_HEADER_SIZE,
+  MIN_BLOCK_SIZE,
+  FLAG_BODY,
+  FLAG_SEALED,
+  FLAG_SHIFT,
+  GEN_MASK,
+  KIND_BUFFER,
+  KIND_BYTES,
+  KIND_CATALOG,
+  KIND_JOURNAL,
+  KIND_LINK,
+  KIND_MSGPACK,
+  KIND_NAMES,
+  KIND_RAW,
+  KIND_STRING,
+  KIND_TYPED,
+  RAW_PREFIX,
+  SEGMENT_HEADER_SIZE,
+  STATE_DAMAGED,
+  STATE_RESERVED,
+  STATE_USED,
+  TYPED_PREFIX,
+  blockSizeFor,
+  checkedWord1,
+  flagsOf,
+  genOf,
+  kindOf,
+  stateOf,
+  word1,
   type RecordKind,
 } from './BlockFormat';
 import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
@@ -24,7 +50,14 @@ import { genericValueFault, illFormedString, refuseFunction } from './ValueCheck
 import { compileFieldAccess, compileQuickLocate, type FieldAccessCode, type QuickLocate } from './PointerCheck';
 import { MAX_SEGMENTS, PointerFormat, SEGMENT_DIV } from './PointerFormat';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
-import { compileDescriptor, compileSchema, isCompatibleEvolution, type CompiledSchema, type FieldReader, type SchemaDescriptor } from './SchemaCompiler';
+import {
+  compileDescriptor,
+  compileSchema,
+  isCompatibleEvolution,
+  type CompiledSchema,
+  type FieldReader,
+  type SchemaDescriptor,
+} from './SchemaCompiler';
 import type { InlineRead } from './SchemaCodegen';
 import { Segment, segmentFileName } from './Segment';
 import type { FieldAccess, TypedStore } from './TypedStore';
@@ -48,7 +81,6 @@ const RAW_USED_WORD = word1(0, KIND_RAW, STATE_USED, 0);
 const TYPED_BOUND_LIMIT = 4096;
 /** view.field() of a pile with verifyOnRead: every read takes the general path, which checks the checksum. */
 const checkedFieldAccess: FieldAccessCode = (ptr, _segments, _read, slow) => slow(ptr);
-
 
 const JOURNAL_INPLACE = 1;
 const JOURNAL_LINK = 2;
@@ -209,7 +241,7 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
     this.pileId = pileId;
     const fmt = new PointerFormat(segmentSize);
     this.fmt = fmt;
-    this.typedWordMask = (~(GEN_MASK & ~fmt.tagMask)) >>> 0;
+    this.typedWordMask = ~(GEN_MASK & ~fmt.tagMask) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
     this.quickLocate = verifyOnRead ? () => -1 : compileQuickLocate(fmt);
     this.alloc = new Allocator(this.segments, segmentSize, () => this.addSegment());
@@ -269,7 +301,8 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
   put(value: unknown, opts?: { preallocate?: number }): PilePointer {
     this.writable();
     const pre = opts === undefined ? undefined : opts.preallocate;
-    if (pre !== undefined && (!Number.isSafeInteger(pre) || pre < 0)) throw invalid('preallocate', `expected a non-negative integer, got ${String(pre)}`);
+    if (pre !== undefined && (!Number.isSafeInteger(pre) || pre < 0))
+      throw invalid('preallocate', `expected a non-negative integer, got ${String(pre)}`);
     this.prepare(value);
     const room = pre !== undefined && pre > this.pLen ? pre : this.pLen;
     if (this.structuresUndo === undefined) return this.store(room, 0);
@@ -421,7 +454,10 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
       id = known.id;
       if (known.fingerprint !== codec.fingerprint) {
         if (!isCompatibleEvolution(known.descriptor, codec.descriptor)) {
-          throw new PileError('PILE_SCHEMA_MISMATCH', `schema '${name}' does not match the one stored in the pile (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`);
+          throw new PileError(
+            'PILE_SCHEMA_MISMATCH',
+            `schema '${name}' does not match the one stored in the pile (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`,
+          );
         }
         if (this.readonly) throw new PileError('PILE_READONLY', `schema '${name}' would be evolved, but the pile is read-only`);
         this.changeCatalog((c) => c.schemas.set(name, { id, fingerprint: codec.fingerprint, descriptor: codec.descriptor }));
@@ -560,16 +596,29 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
    * Segments in the middle can not be released (pointers name segments by index).
    * @throws PILE_READONLY, PILE_CLOSED
    */
-  compact(onProgress?: (p: { phase: string; done: number; total: number }) => void): { segmentsBefore: number; segmentsAfter: number; bytesReleased: number } {
+  compact(onProgress?: (p: { phase: string; done: number; total: number }) => void): {
+    segmentsBefore: number;
+    segmentsAfter: number;
+    bytesReleased: number;
+  } {
     this.writable();
     const before = this.segments.length;
-    releaseEmptySegments(this.segments, this.alloc, (keep) => {
-      this.meta?.writeHeader(this.metaHeader(keep, false));
-      this.meta?.sync();
-    }, onProgress);
+    releaseEmptySegments(
+      this.segments,
+      this.alloc,
+      (keep) => {
+        this.meta?.writeHeader(this.metaHeader(keep, false));
+        this.meta?.sync();
+      },
+      onProgress,
+    );
     this.alloc.rebuild((done) => onProgress?.({ phase: 'rebuild', done, total: this.segments.length }));
     if (this.persistent) this.checkpoint();
-    return { segmentsBefore: before, segmentsAfter: this.segments.length, bytesReleased: (before - this.segments.length) * this.segmentSize };
+    return {
+      segmentsBefore: before,
+      segmentsAfter: this.segments.length,
+      bytesReleased: (before - this.segments.length) * this.segmentSize,
+    };
   }
 
   /** Clean shutdown: saves allocator state and marks the pile clean so the next open does not scan. Idempotent. */
@@ -636,7 +685,8 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
   rawBuffer(ptr: PilePointer): Buffer {
     this.open();
     this.resolve(ptr, false);
-    if (kindOf(this.hSeg.u32[(this.hOff >>> 2) + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    if (kindOf(this.hSeg.u32[(this.hOff >>> 2) + 1]!) !== KIND_RAW)
+      throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
     const start = this.hOff + BLOCK_HEADER_SIZE + RAW_PREFIX;
     return this.hSeg.buf.subarray(start, this.hOff + BLOCK_HEADER_SIZE + this.hSeg.u32[(this.hOff >>> 2) + 2]!);
   }
@@ -655,7 +705,8 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
       this.open();
       this.resolve(ptr, false);
       off = this.hOff;
-      if (kindOf(this.hSeg.u32[(off >>> 2) + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+      if (kindOf(this.hSeg.u32[(off >>> 2) + 1]!) !== KIND_RAW)
+        throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
     }
     this.hOff = off;
     const seg = this.hSeg;
@@ -693,7 +744,8 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
   rawTag(ptr: PilePointer): number {
     this.open();
     this.resolve(ptr, false);
-    if (kindOf(this.hSeg.u32[(this.hOff >>> 2) + 1]!) !== KIND_RAW) throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
+    if (kindOf(this.hSeg.u32[(this.hOff >>> 2) + 1]!) !== KIND_RAW)
+      throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} is not a raw block`);
     return this.hSeg.u32[(this.hOff + BLOCK_HEADER_SIZE) >>> 2]!;
   }
 
@@ -795,7 +847,9 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
    */
   typedFieldAccess(id: number, name: string, read: FieldReader, inline: InlineRead | undefined): FieldAccess {
     const slow = (ptr: number): unknown => this.fieldTyped(ptr as PilePointer, id, read);
-    const code = this.verifyOnRead ? checkedFieldAccess : compileFieldAccess(this.fmt, TYPED_USED_WORD, this.typedWordMask, id, name, inline);
+    const code = this.verifyOnRead
+      ? checkedFieldAccess
+      : compileFieldAccess(this.fmt, TYPED_USED_WORD, this.typedWordMask, id, name, inline);
     return { code, segments: this.segments, read, slow };
   }
 
@@ -925,7 +979,8 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
     let codec = this.storedCodecs.get(id);
     if (codec === undefined) {
       const stored = this.storedSchema(id)?.[1];
-      if (stored === undefined) throw this.corruptError(seg, off, `typed record of schema id ${id}, which the pile's catalog does not list`);
+      if (stored === undefined)
+        throw this.corruptError(seg, off, `typed record of schema id ${id}, which the pile's catalog does not list`);
       codec = compileDescriptor(stored.descriptor) as CompiledSchema<unknown>;
       this.storedCodecs.set(id, codec);
     }
@@ -1094,9 +1149,10 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
     u32[h + 1] = word1(gen, kind, STATE_RESERVED, flags);
     // Checksum before length: until the length is written the block's size check (word2) still
     // holds, and from then on its checksum does, so recovery can trust its size at every store.
-    u32[h + 3] = kind === KIND_RAW && (flags & FLAG_SEALED) === 0
-      ? headerChecksum(u32[h]!, checkedWord1(used), length)
-      : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
+    u32[h + 3] =
+      kind === KIND_RAW && (flags & FLAG_SEALED) === 0
+        ? headerChecksum(u32[h]!, checkedWord1(used), length)
+        : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
     u32[h + 2] = length;
     u32[h + 1] = used;
     this.alloc.countUsed(used, length);
@@ -1226,7 +1282,10 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
   private resolve(ptr: PilePointer, follow: boolean): void {
     if (!this.tryResolve(ptr, follow)) {
       // A made-up number in range lands here too: the block word it finds can not tell the two apart.
-      throw new PileError('PILE_STALE_POINTER', `pointer ${ptr} names no live record: the block at segment ${this.hSeg.index}, offset ${this.hOff} does not carry its tag (the record was deleted, or the number was never a pointer of this pile)`);
+      throw new PileError(
+        'PILE_STALE_POINTER',
+        `pointer ${ptr} names no live record: the block at segment ${this.hSeg.index}, offset ${this.hOff} does not carry its tag (the record was deleted, or the number was never a pointer of this pile)`,
+      );
     }
   }
 
@@ -1253,12 +1312,20 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
     this.hSeg = seg;
     this.hOff = off;
     if ((genOf(w) & fmt.tagMask) !== tag || stateOf(w) !== STATE_USED) {
-      if (stateOf(w) === STATE_DAMAGED && (genOf(w) & fmt.tagMask) === tag) throw this.corruptError(seg, off, 'a record that recovery found damaged and left in place');
+      if (stateOf(w) === STATE_DAMAGED && (genOf(w) & fmt.tagMask) === tag)
+        throw this.corruptError(seg, off, 'a record that recovery found damaged and left in place');
       return false;
     }
     const size = u32[h]!;
     const kind = kindOf(w);
-    if (!this.alloc.saneSize(off, size) || (flagsOf(w) & FLAG_BODY) !== 0 || kind === KIND_CATALOG || kind === KIND_JOURNAL || kind === 0 || kind > KIND_BUFFER) {
+    if (
+      !this.alloc.saneSize(off, size) ||
+      (flagsOf(w) & FLAG_BODY) !== 0 ||
+      kind === KIND_CATALOG ||
+      kind === KIND_JOURNAL ||
+      kind === 0 ||
+      kind > KIND_BUFFER
+    ) {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) does not name a record`);
     }
     this.checkRead(seg, off, size);
@@ -1351,9 +1418,12 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
         const c = this.codecs.get(id);
         if (c === undefined) {
           const name = this.storedSchema(id)?.[0];
-          throw new PileError('PILE_SCHEMA_MISMATCH', name === undefined
-            ? `record at segment ${seg.index} offset ${off} uses schema id ${id}, unknown to this pile`
-            : `record at segment ${seg.index} offset ${off} is typed by schema '${name}': register it first with pile.schema('${name}', zodSchema)`);
+          throw new PileError(
+            'PILE_SCHEMA_MISMATCH',
+            name === undefined
+              ? `record at segment ${seg.index} offset ${off} uses schema id ${id}, unknown to this pile`
+              : `record at segment ${seg.index} offset ${off} is typed by schema '${name}': register it first with pile.schema('${name}', zodSchema)`,
+          );
         }
         return c.codec.decode(seg.buf, seg.view, p + TYPED_PREFIX, len - TYPED_PREFIX);
       }
@@ -1371,7 +1441,12 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
    */
   private changeCatalog(change: (c: Catalog) => void): void {
     const c = this.catalog;
-    const before: Catalog = { roots: new Map(c.roots), structures: c.structures, schemas: new Map(c.schemas), nextSchemaId: c.nextSchemaId };
+    const before: Catalog = {
+      roots: new Map(c.roots),
+      structures: c.structures,
+      schemas: new Map(c.schemas),
+      nextSchemaId: c.nextSchemaId,
+    };
     change(c);
     try {
       this.saveCatalog();
@@ -1388,7 +1463,12 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
     this.pKind = KIND_CATALOG;
     const c = this.catalog;
     // Object.fromEntries defines own properties, so any name, '__proto__' included, round-trips.
-    const json: CatalogJson = { roots: Object.fromEntries(c.roots), structures: c.structures, schemas: Object.fromEntries(c.schemas), nextSchemaId: c.nextSchemaId };
+    const json: CatalogJson = {
+      roots: Object.fromEntries(c.roots),
+      structures: c.structures,
+      schemas: Object.fromEntries(c.schemas),
+      nextSchemaId: c.nextSchemaId,
+    };
     this.pBytes = Buffer.from(JSON.stringify(json), 'utf8');
     this.pLen = this.pBytes.length;
     let ptr: PilePointer;
@@ -1396,7 +1476,10 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
       ptr = this.store(this.pLen, 0);
     } catch (err) {
       if (!(err instanceof PileError) || err.code !== 'PILE_TOO_LARGE') throw err;
-      throw new PileError('PILE_TOO_LARGE', `the catalog (roots, schemas, msgpack record structures) would take ${this.pLen} bytes, more than one segment of ${this.segmentSize} bytes holds (segmentSize): the catalog is one record (docs/format.md, "Catalog size limit"); the change is undone, and writes that need no new catalog entry go on`);
+      throw new PileError(
+        'PILE_TOO_LARGE',
+        `the catalog (roots, schemas, msgpack record structures) would take ${this.pLen} bytes, more than one segment of ${this.segmentSize} bytes holds (segmentSize): the catalog is one record (docs/format.md, "Catalog size limit"); the change is undone, and writes that need no new catalog entry go on`,
+      );
     }
     const addr = this.fmt.addressOf(ptr);
     const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr };
@@ -1454,7 +1537,10 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
     // No valid slot but written ones: both damaged. Going on with an empty catalog would lose the
     // roots and the msgpack structures that records need to decode.
     if (order.length > 0 || this.meta!.slotsWritten()) {
-      throw new PileError('PILE_CORRUPT', `meta file ${path.join(this.dir!, META_FILE_NAME)}: no catalog slot names a valid catalog record (offset 64)`);
+      throw new PileError(
+        'PILE_CORRUPT',
+        `meta file ${path.join(this.dir!, META_FILE_NAME)}: no catalog slot names a valid catalog record (offset 64)`,
+      );
     }
   }
 
@@ -1484,7 +1570,9 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
       throw new PileError('PILE_OUT_OF_SPACE', `maxMemory ${this.maxMemory} reached (${index} segments of ${this.segmentSize} bytes)`);
     }
     if (index >= MAX_SEGMENTS) throw new PileError('PILE_OUT_OF_SPACE', `a pile holds at most ${MAX_SEGMENTS} segments`);
-    const seg = this.persistent ? Segment.create(this.dir!, index, this.segmentSize, this.pileId) : Segment.inMemory(index, this.segmentSize, this.pileId);
+    const seg = this.persistent
+      ? Segment.create(this.dir!, index, this.segmentSize, this.pileId)
+      : Segment.inMemory(index, this.segmentSize, this.pileId);
     this.alloc.initSegment(seg);
     this.segments.push(seg);
     // The file is complete before the meta file counts it, so a counted segment is never half-made.
@@ -1525,7 +1613,8 @@ export class Pile implements Iterable<PileEntry>, TypedStore {
       if (!isSegmentSize(h.segmentSize)) {
         throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment size ${h.segmentSize} at offset 8`);
       }
-      if (h.segmentCount > MAX_SEGMENTS) throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment count ${h.segmentCount} at offset 16`);
+      if (h.segmentCount > MAX_SEGMENTS)
+        throw new PileError('PILE_CORRUPT', `meta file ${this.meta.file}: bad segment count ${h.segmentCount} at offset 16`);
       return { existing: true, segmentSize: h.segmentSize, pileId: h.pileId, clean: h.clean, segmentCount: h.segmentCount };
     } catch (err) {
       this.releaseFiles();

@@ -21,7 +21,10 @@ export type PileErrorCode =
 /** The one error class of Pile; `code` says what went wrong, the message names the option, file or offset at fault. */
 export class PileError extends Error {
   override readonly name = 'PileError';
-  constructor(readonly code: PileErrorCode, message: string) {
+  constructor(
+    readonly code: PileErrorCode,
+    message: string,
+  ) {
     super(`${code}: ${message}`);
   }
 }

@@ -42,7 +42,17 @@ export interface CheckedOptions {
   readonly checkpointInterval: number;
 }
 
-const KNOWN_OPTIONS = new Set(['dir', 'segmentSize', 'maxMemory', 'readonly', 'verifyOnRead', 'create', 'onProgress', 'checkpointBytes', 'checkpointInterval']);
+const KNOWN_OPTIONS = new Set([
+  'dir',
+  'segmentSize',
+  'maxMemory',
+  'readonly',
+  'verifyOnRead',
+  'create',
+  'onProgress',
+  'checkpointBytes',
+  'checkpointInterval',
+]);
 
 /** The error of a bad option or argument, naming it. */
 export function invalid(name: string, message: string): PileError {

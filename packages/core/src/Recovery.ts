@@ -1,7 +1,19 @@
 import * as fs from 'node:fs';
 import type { Allocator } from './Allocator';
 import { MARK_CLEAN, MARK_TAIL } from './Allocator';
-import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_USED, flagsOf, genOf, kindOf, stateOf } from './BlockFormat';
+import {
+  FLAG_BODY,
+  KIND_CATALOG,
+  KIND_JOURNAL,
+  KIND_LINK,
+  SEGMENT_HEADER_SIZE,
+  STATE_DAMAGED,
+  STATE_USED,
+  flagsOf,
+  genOf,
+  kindOf,
+  stateOf,
+} from './BlockFormat';
 import { blockDamage, headerBitRepair } from './Checksum';
 import { faultPoints } from './FaultPoints';
 import type { MetaFile } from './MetaFile';
@@ -47,7 +59,17 @@ export interface RecoveryReport {
 
 /** A report of an open that did not need to recover. */
 export function emptyRecoveryReport(): RecoveryReport {
-  return { ran: false, tornRecords: 0, journalsReplayed: 0, orphansFreed: 0, corrupt: [], full: false, regionsScanned: 0, bytesScanned: 0, blocksScanned: 0 };
+  return {
+    ran: false,
+    tornRecords: 0,
+    journalsReplayed: 0,
+    orphansFreed: 0,
+    corrupt: [],
+    full: false,
+    regionsScanned: 0,
+    bytesScanned: 0,
+    blocksScanned: 0,
+  };
 }
 
 /** What recovery needs of the pile it brings back. */
@@ -73,13 +95,19 @@ export interface RecoveryHost {
  * restored from the checkpoint. undefined (scan everything) when there is no checkpoint of this
  * boot, a segment is marked as written elsewhere than past the tail, or the marks make no sense.
  */
-export function checkpointRegions(meta: MetaFile, alloc: Allocator, fmt: PointerFormat, segmentCount: number): Array<[number, number]> | undefined {
+export function checkpointRegions(
+  meta: MetaFile,
+  alloc: Allocator,
+  fmt: PointerFormat,
+  segmentCount: number,
+): Array<[number, number]> | undefined {
   const ck = meta.readCheckpoint();
   if (ck === undefined || BOOT_ID === '' || ck.bootId !== BOOT_ID || ck.segmentCount > segmentCount) return undefined;
   if (!alloc.restore(ck.state)) return undefined;
   const tail = alloc.tailAddr;
   const tailSeg = tail !== 0 ? fmt.segmentOf(tail) : -1;
-  if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || alloc.tailEnd !== (tailSeg + 1) * fmt.segmentSize)) return undefined;
+  if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || alloc.tailEnd !== (tailSeg + 1) * fmt.segmentSize))
+    return undefined;
   const marks = meta.readMarks(ck.segmentCount);
   const regions: Array<[number, number]> = [];
   for (let i = 0; i < ck.segmentCount; i++) {
@@ -119,10 +147,15 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
   if (total === 0) onProgress?.({ phase: 'recover', done: 0, total: 0 });
   // 1. Replay committed journals: they complete a set() that the crash interrupted.
   const journals: number[] = [];
-  walkUsed(host, (seg, off, w) => {
-    if (kindOf(w) === KIND_JOURNAL && blockDamage(seg.buf, seg.u32, off) === undefined) journals.push(addrOf(seg, off));
-    return seg.u32[off >>> 2]!;
-  }, progress, scan);
+  walkUsed(
+    host,
+    (seg, off, w) => {
+      if (kindOf(w) === KIND_JOURNAL && blockDamage(seg.buf, seg.u32, off) === undefined) journals.push(addrOf(seg, off));
+      return seg.u32[off >>> 2]!;
+    },
+    progress,
+    scan,
+  );
   // Counters are rebuilt at the end, or (from a checkpoint) added to by the walk of what is
   // scanned: replay must not drift them meanwhile.
   const counters = regions === undefined ? undefined : alloc.snapshot();
@@ -140,37 +173,49 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
   // so that no live record is ever freed with it.
   const bodies = new Set<number>();
   const links: number[] = [];
-  walkUsed(host, (seg, off, w) => {
-    const size = seg.u32[off >>> 2]!;
-    const reason = blockDamage(seg.buf, seg.u32, off);
-    if (reason !== undefined) {
-      // Its size and generation as the header's own evidence gives them, else the size its
-      // neighbours confirm. A generation that may be damaged is never lowered: the larger one.
-      const fixed = headerBitRepair(seg.buf, seg.u32, off, segmentSize);
-      if (fixed !== undefined) {
-        const g = genOf(fixed.w1) > genOf(w) ? genOf(fixed.w1) : genOf(w);
-        alloc.markFree(seg, off, fixed.size, g);
+  walkUsed(
+    host,
+    (seg, off, w) => {
+      const size = seg.u32[off >>> 2]!;
+      const reason = blockDamage(seg.buf, seg.u32, off);
+      if (reason !== undefined) {
+        // Its size and generation as the header's own evidence gives them, else the size its
+        // neighbours confirm. A generation that may be damaged is never lowered: the larger one.
+        const fixed = headerBitRepair(seg.buf, seg.u32, off, segmentSize);
+        if (fixed !== undefined) {
+          const g = genOf(fixed.w1) > genOf(w) ? genOf(fixed.w1) : genOf(w);
+          alloc.markFree(seg, off, fixed.size, g);
+          r.tornRecords++;
+          return fixed.size;
+        }
+        const sure = alloc.confirmedSize(seg, off, size, size);
+        if (sure < 0) {
+          alloc.quarantine(seg, off);
+          r.corrupt.push(
+            corruptAt(
+              seg,
+              off,
+              `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`,
+            ),
+          );
+          return -1;
+        }
+        alloc.markFree(seg, off, sure, genOf(w));
         r.tornRecords++;
-        return fixed.size;
+        return sure;
       }
-      const sure = alloc.confirmedSize(seg, off, size, size);
-      if (sure < 0) {
-        alloc.quarantine(seg, off);
-        r.corrupt.push(corruptAt(seg, off, `${reason}; its size ${size} is not confirmed by the next block, so it and the rest of the segment are left untouched`));
-        return -1;
-      }
-      alloc.markFree(seg, off, sure, genOf(w));
-      r.tornRecords++;
-      return sure;
-    }
-    const kind = kindOf(w);
-    if (kind === KIND_LINK) links.push(addrOf(seg, off));
-    else if (kind === KIND_CATALOG && addrOf(seg, off) !== catalogAddr) {
-      alloc.markFree(seg, off, size, genOf(w));
-      r.orphansFreed++;
-    } else if (flagsOf(w) & FLAG_BODY) bodies.add(addrOf(seg, off));
-    return size;
-  }, progress, scan, r.corrupt);
+      const kind = kindOf(w);
+      if (kind === KIND_LINK) links.push(addrOf(seg, off));
+      else if (kind === KIND_CATALOG && addrOf(seg, off) !== catalogAddr) {
+        alloc.markFree(seg, off, size, genOf(w));
+        r.orphansFreed++;
+      } else if (flagsOf(w) & FLAG_BODY) bodies.add(addrOf(seg, off));
+      return size;
+    },
+    progress,
+    scan,
+    r.corrupt,
+  );
   // 3. A body no link reaches was written by a set() that never committed its journal.
   for (const a of links) {
     const l = seat(a);
@@ -199,7 +244,13 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
  * free and reserved blocks are stepped over by the size their check words confirm. A size that
  * can not be trusted ends that segment's walk (recorded in `corrupt`).
  */
-function walkUsed(host: RecoveryHost, fn: (seg: Segment, off: number, w: number) => number, progress: () => void, scan: ReadonlyArray<readonly [number, number]>, corrupt?: CorruptRecord[]): void {
+function walkUsed(
+  host: RecoveryHost,
+  fn: (seg: Segment, off: number, w: number) => number,
+  progress: () => void,
+  scan: ReadonlyArray<readonly [number, number]>,
+  corrupt?: CorruptRecord[],
+): void {
   faultPoints.hit?.('recovery-walk');
   const segmentSize = host.fmt.segmentSize;
   for (const [segIdx, from] of scan) {

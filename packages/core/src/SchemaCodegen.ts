@@ -324,7 +324,9 @@ class Generator {
         );
       }
       case 'object': {
-        let code = root ? `checkRoot(${x});\n` : `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
+        let code = root
+          ? `checkRoot(${x});\n`
+          : `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
         let off = 0;
         for (const f of node.fields) {
           const fv = this.id('f');

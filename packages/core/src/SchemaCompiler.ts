@@ -139,7 +139,10 @@ function illFormed(path: string, value: string): never {
 }
 
 function overflow(path: string, room: number): never {
-  throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: the value changed while it was being stored and no longer fits the ${room} bytes measured for it; nothing is written`);
+  throw new PileError(
+    'PILE_SCHEMA_VIOLATION',
+    `${path}: the value changed while it was being stored and no longer fits the ${room} bytes measured for it; nothing is written`,
+  );
 }
 
 function corrupt(offset: number, length: number): never {
@@ -212,10 +215,20 @@ function compile<T>(schema: ZodType<T>, validate: boolean): CompiledSchema<T> {
  * @throws PileError PILE_CORRUPT when the descriptor is not one this build wrote.
  */
 export function compileDescriptor(descriptor: SchemaDescriptor): CompiledSchema<Record<string, unknown>> {
-  if (descriptor === null || typeof descriptor !== 'object' || descriptor.codec !== 'pile-typed' || descriptor.version !== 1 || !Array.isArray(descriptor.fields)) {
+  if (
+    descriptor === null ||
+    typeof descriptor !== 'object' ||
+    descriptor.codec !== 'pile-typed' ||
+    descriptor.version !== 1 ||
+    !Array.isArray(descriptor.fields)
+  ) {
     throw new PileError('PILE_CORRUPT', 'stored schema descriptor is not a pile-typed version 1 layout');
   }
-  return build(descriptor.fields.map((f) => ({ name: f.name, type: layoutOfType(f.type) })), descriptor, undefined);
+  return build(
+    descriptor.fields.map((f) => ({ name: f.name, type: layoutOfType(f.type) })),
+    descriptor,
+    undefined,
+  );
 }
 
 /** Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure. */
@@ -223,10 +236,38 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
   const { source, constants, inline } = generateCodec(fields);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
   const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
-    ['K', 'fail', 'failValue', 'illFormed', 'overflow', 'corrupt', 'mismatch', 'byteLength', 'copyU8', 'copyBuffer', 'bigSize', 'bigWrite', 'bigRead'],
+    [
+      'K',
+      'fail',
+      'failValue',
+      'illFormed',
+      'overflow',
+      'corrupt',
+      'mismatch',
+      'byteLength',
+      'copyU8',
+      'copyBuffer',
+      'bigSize',
+      'bigWrite',
+      'bigRead',
+    ],
     source,
   );
-  const gen = factory(constants, fail, failValue, illFormed, overflow, corrupt, mismatch, Buffer.byteLength, copyU8, copyBuffer, bigintSize, writeBigint, readBigint);
+  const gen = factory(
+    constants,
+    fail,
+    failValue,
+    illFormed,
+    overflow,
+    corrupt,
+    mismatch,
+    Buffer.byteLength,
+    copyU8,
+    copyBuffer,
+    bigintSize,
+    writeBigint,
+    readBigint,
+  );
 
   const readers = new Map<PropertyKey, Reader>();
   fields.forEach((f, i) => {

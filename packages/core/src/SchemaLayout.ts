@@ -138,7 +138,14 @@ function bigintLayout(def: ZodDef): LayoutNode {
 function literalList(values: readonly unknown[], path: string): LiteralValue[] {
   return values.map((v) => {
     if (typeof v === 'number' && !Number.isFinite(v)) refuse(path, `literal ${String(v)} is not supported`);
-    if (v === null || v === undefined || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') {
+    if (
+      v === null ||
+      v === undefined ||
+      typeof v === 'string' ||
+      typeof v === 'number' ||
+      typeof v === 'boolean' ||
+      typeof v === 'bigint'
+    ) {
       return v;
     }
     return refuse(path, `literal of type ${typeof v} is not supported`);
@@ -168,8 +175,7 @@ function unionLayout(options: readonly unknown[], path: string, stack: Set<unkno
     } else if (t === 'undefined') {
       hasUndefined = true;
       literals.push(undefined);
-    }
-    else others.push(opt);
+    } else others.push(opt);
   }
   if (others.length === 0) return enumLayout(literals, path);
   const nonNullish = literals.filter((v) => v !== null && v !== undefined);
@@ -258,7 +264,11 @@ function analyzeInner(schema: ZodLike, path: string, stack: Set<unknown>): Layou
     case 'pipe': {
       const inner = def['in'];
       const out = def['out'];
-      if (typeof def['transform'] === 'function' || (isZod(out) && out._zod.def.type === 'transform') || (isZod(inner) && inner._zod.def.type === 'transform')) {
+      if (
+        typeof def['transform'] === 'function' ||
+        (isZod(out) && out._zod.def.type === 'transform') ||
+        (isZod(inner) && inner._zod.def.type === 'transform')
+      ) {
         refuse(path, 'transforms are not supported (the stored value must be the parsed value itself)');
       }
       return analyze(out, path, stack);
@@ -369,7 +379,10 @@ export function layoutOfType(t: SchemaTypeDescriptor): LayoutNode {
     case 'string':
       return { kind: t.kind };
     default:
-      throw new PileError('PILE_CORRUPT', `stored schema descriptor has an unknown field kind ${JSON.stringify((t as { kind: unknown }).kind)}`);
+      throw new PileError(
+        'PILE_CORRUPT',
+        `stored schema descriptor has an unknown field kind ${JSON.stringify((t as { kind: unknown }).kind)}`,
+      );
   }
 }
 

@@ -3,7 +3,15 @@ import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import { native, type Mapping } from '@pile/native';
-import { FORMAT_VERSION, OLDEST_FORMAT_VERSION, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, STATE_FREE, stateOf } from './BlockFormat';
+import {
+  FORMAT_VERSION,
+  OLDEST_FORMAT_VERSION,
+  MIN_BLOCK_SIZE,
+  SEGMENT_HEADER_SIZE,
+  SEGMENT_MAGIC,
+  STATE_FREE,
+  stateOf,
+} from './BlockFormat';
 import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
@@ -129,7 +137,8 @@ export class Segment {
     try {
       fd = createExclusive(file);
       const errno = segmentFiles.reserve(fd, size);
-      if (errno !== 0 && !CANNOT_RESERVE.has(errno)) throw new Error(`reserving ${size} bytes failed: ${getSystemErrorName(-errno)} (errno ${errno})`);
+      if (errno !== 0 && !CANNOT_RESERVE.has(errno))
+        throw new Error(`reserving ${size} bytes failed: ${getSystemErrorName(-errno)} (errno ${errno})`);
       if (errno !== 0) segmentFiles.zeroFill(fd, size);
       // Whole or refused: a file shorter than the mapping would end in SIGBUS, not an error.
       const written = fs.fstatSync(fd).size;
@@ -145,7 +154,12 @@ export class Segment {
       return new Segment(index, file, size, false, new native.Mapping(fd, size, 0, true, file));
     } catch (err) {
       // Only a file this call created is removed (a refused link or foreign entry stays as it was).
-      if (fd !== undefined) try { fs.unlinkSync(file); } catch { /* already gone */ }
+      if (fd !== undefined)
+        try {
+          fs.unlinkSync(file);
+        } catch {
+          /* already gone */
+        }
       if (err instanceof PileError) throw err;
       throw new PileError('PILE_OUT_OF_SPACE', `can not create segment file ${file}: ${(err as Error).message}`);
     } finally {
@@ -204,7 +218,12 @@ export class Segment {
       }
       // Without its header and first block header nothing tells what the file held: damage, refused.
       if (length < SEGMENT_HEADER_SIZE + 8) return false;
-      if (bytes.readUInt32LE(0) !== SEGMENT_MAGIC || bytes.readUInt32LE(8) !== index || bytes.readUInt32LE(12) !== size || bytes.readUInt32LE(16) !== pileId) {
+      if (
+        bytes.readUInt32LE(0) !== SEGMENT_MAGIC ||
+        bytes.readUInt32LE(8) !== index ||
+        bytes.readUInt32LE(12) !== size ||
+        bytes.readUInt32LE(16) !== pileId
+      ) {
         return false;
       }
       for (let off = SEGMENT_HEADER_SIZE; off + 8 <= length;) {
@@ -309,11 +328,17 @@ function checkHeader(b: Buffer, file: string, index: number, size: number, pileI
   if (b.readUInt32LE(0) !== SEGMENT_MAGIC) throw new PileError('PILE_CORRUPT', `segment file ${file}: bad magic at offset 0`);
   const version = b.readUInt32LE(4);
   if (version > FORMAT_VERSION) {
-    throw new PileError('PILE_FORMAT_VERSION', `segment file ${file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`);
+    throw new PileError(
+      'PILE_FORMAT_VERSION',
+      `segment file ${file} has format version ${version}; this build reads up to ${FORMAT_VERSION}`,
+    );
   }
-  if (version < OLDEST_FORMAT_VERSION) throw new PileError('PILE_CORRUPT', `segment file ${file}: bad format version ${version} at offset 4`);
-  if (b.readUInt32LE(8) !== index) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
-  if (b.readUInt32LE(12) !== size) throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
+  if (version < OLDEST_FORMAT_VERSION)
+    throw new PileError('PILE_CORRUPT', `segment file ${file}: bad format version ${version} at offset 4`);
+  if (b.readUInt32LE(8) !== index)
+    throw new PileError('PILE_CORRUPT', `segment file ${file}: header says segment ${b.readUInt32LE(8)} at offset 8`);
+  if (b.readUInt32LE(12) !== size)
+    throw new PileError('PILE_CORRUPT', `segment file ${file}: header says size ${b.readUInt32LE(12)} at offset 12`);
   if (b.readUInt32LE(16) !== pileId) throw new PileError('PILE_CORRUPT', `segment file ${file} belongs to another pile (id at offset 16)`);
 }
 

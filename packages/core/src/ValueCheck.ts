@@ -35,7 +35,9 @@ export function loneSurrogateAt(s: string): number {
 /** Why `s` can not be stored as UTF-8 unchanged, or undefined when it can. */
 export function illFormedString(s: string): string | undefined {
   const at = loneSurrogateAt(s);
-  return at < 0 ? undefined : `a string with a lone surrogate (U+${s.charCodeAt(at).toString(16).toUpperCase()} at index ${at}) can not be stored as UTF-8 unchanged; it would read back as U+FFFD`;
+  return at < 0
+    ? undefined
+    : `a string with a lone surrogate (U+${s.charCodeAt(at).toString(16).toUpperCase()} at index ${at}) can not be stored as UTF-8 unchanged; it would read back as U+FFFD`;
 }
 
 /**
@@ -50,10 +52,23 @@ export function unstorableValue(value: unknown): string | undefined {
   return undefined;
 }
 
-const TYPED_ARRAY_PROTOS: ReadonlySet<unknown> = new Set([
-  Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
-  Float32Array, Float64Array, BigInt64Array, BigUint64Array, DataView, Buffer,
-].map((c) => c.prototype));
+const TYPED_ARRAY_PROTOS: ReadonlySet<unknown> = new Set(
+  [
+    Int8Array,
+    Uint8Array,
+    Uint8ClampedArray,
+    Int16Array,
+    Uint16Array,
+    Int32Array,
+    Uint32Array,
+    Float32Array,
+    Float64Array,
+    BigInt64Array,
+    BigUint64Array,
+    DataView,
+    Buffer,
+  ].map((c) => c.prototype),
+);
 
 /** Prototypes msgpackr (with moreTypes) gives back as they were, contents included. */
 const LEAF_PROTOS: ReadonlySet<unknown> = new Set([Date.prototype, RegExp.prototype, ArrayBuffer.prototype, ...TYPED_ARRAY_PROTOS]);
@@ -77,7 +92,9 @@ function walk(v: unknown, maps: boolean): string | undefined {
       return bad === undefined ? undefined : `: ${bad}`;
     }
     case 'number':
-      return v === 0 && 1 / v < 0 ? ': -0 would read back as 0 (MessagePack integers have no sign of zero); store 0, or use a typed schema' : undefined;
+      return v === 0 && 1 / v < 0
+        ? ': -0 would read back as 0 (MessagePack integers have no sign of zero); store 0, or use a typed schema'
+        : undefined;
     case 'object':
       return v === null ? undefined : walkObject(v, maps);
     case 'function':
@@ -93,7 +110,8 @@ function walkObject(o: object, maps: boolean): string | undefined {
   const proto: unknown = Object.getPrototypeOf(o);
   if (proto === Object.prototype || proto === null) {
     for (const k in o) {
-      if (k === '__proto__') return '.__proto__: an own property named __proto__ would read back renamed (msgpackr guards against prototype pollution)';
+      if (k === '__proto__')
+        return '.__proto__: an own property named __proto__ would read back renamed (msgpackr guards against prototype pollution)';
       const f = walk((o as Record<string, unknown>)[k], maps);
       if (f !== undefined) return `${keyPath(k)}${f}`;
     }
@@ -103,7 +121,8 @@ function walkObject(o: object, maps: boolean): string | undefined {
     const a = o as unknown[];
     for (let i = 0; i < a.length; i++) {
       const e = a[i];
-      if (e === undefined && !(i in a)) return `[${i}]: a sparse array (a hole at index ${i}) would read back with undefined there; fill the holes`;
+      if (e === undefined && !(i in a))
+        return `[${i}]: a sparse array (a hole at index ${i}) would read back with undefined there; fill the holes`;
       const f = walk(e, maps);
       if (f !== undefined) return `[${i}]${f}`;
     }

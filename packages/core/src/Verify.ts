@@ -1,5 +1,17 @@
 import type { Allocator } from './Allocator';
-import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_USED, flagsOf, kindOf, stateOf } from './BlockFormat';
+import {
+  FLAG_BODY,
+  KIND_CATALOG,
+  KIND_JOURNAL,
+  KIND_LINK,
+  SEGMENT_HEADER_SIZE,
+  STATE_DAMAGED,
+  STATE_FREE,
+  STATE_USED,
+  flagsOf,
+  kindOf,
+  stateOf,
+} from './BlockFormat';
 import { blockDamage } from './Checksum';
 import type { Segment } from './Segment';
 
@@ -46,7 +58,15 @@ export function verifyPile(
   onProgress?: (p: { phase: string; done: number; total: number }) => void,
 ): VerifyReport {
   const segmentSize = alloc.segmentSize;
-  const report: VerifyReport = { ok: true, segmentsChecked: 0, recordsChecked: 0, corrupt: [], freeListErrors: 0, unaccountedBytes: 0, statsErrors: [] };
+  const report: VerifyReport = {
+    ok: true,
+    segmentsChecked: 0,
+    recordsChecked: 0,
+    corrupt: [],
+    freeListErrors: 0,
+    unaccountedBytes: 0,
+    statsErrors: [],
+  };
   const seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
   for (const s of segments) {
     const seg = s.use();
@@ -81,7 +101,8 @@ export function verifyPile(
           }
         }
       } else if (state === STATE_FREE) {
-        if (!alloc.freeHeaderHolds(seg, off)) report.corrupt.push(corruptAt(seg, off, 'free block header damaged (check words do not match)'));
+        if (!alloc.freeHeaderHolds(seg, off))
+          report.corrupt.push(corruptAt(seg, off, 'free block header damaged (check words do not match)'));
         seen.free += size;
         seen.freeBlocks++;
       } else {
@@ -99,14 +120,17 @@ export function verifyPile(
     if (listed.blocks + tail !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks + tail - seen.freeBlocks);
     const a = alloc;
     const expect: [string, number, number][] = [
-      ['objectCount', a.objectCount, seen.objects], ['linkCount', a.linkCount, seen.links],
-      ['allocatedBytes', a.allocatedBytes, seen.allocated], ['utilizedBytes', a.utilizedBytes, seen.utilized],
+      ['objectCount', a.objectCount, seen.objects],
+      ['linkCount', a.linkCount, seen.links],
+      ['allocatedBytes', a.allocatedBytes, seen.allocated],
+      ['utilizedBytes', a.utilizedBytes, seen.utilized],
       ['freeBytes', a.freeBytes, seen.free],
     ];
     if (report.unaccountedBytes === 0) {
       for (const [name, kept, found] of expect) if (kept !== found) report.statsErrors.push(`${name}: kept ${kept}, found ${found}`);
     }
   }
-  report.ok = report.corrupt.length === 0 && report.freeListErrors === 0 && report.unaccountedBytes === 0 && report.statsErrors.length === 0;
+  report.ok =
+    report.corrupt.length === 0 && report.freeListErrors === 0 && report.unaccountedBytes === 0 && report.statsErrors.length === 0;
   return report;
 }

@@ -40,11 +40,14 @@ function fill(pile: Pile, size: number): PilePointer[] {
 
 describe('allocator free lists', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-alloc-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-alloc-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   for (const mapped of [false, true]) {
-    const open = (maxMemory?: number) => openPile({ ...(mapped ? { dir } : {}), segmentSize: MiB, ...(maxMemory === undefined ? {} : { maxMemory }) });
+    const open = (maxMemory?: number) =>
+      openPile({ ...(mapped ? { dir } : {}), segmentSize: MiB, ...(maxMemory === undefined ? {} : { maxMemory }) });
     describe(mapped ? 'mapped' : 'in memory', () => {
       it('deleted space is reused: putting the same sizes again does not grow the pile', () => {
         const pile = open();

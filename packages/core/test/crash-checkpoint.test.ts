@@ -12,7 +12,10 @@ const CYCLES = Number(process.env.PILE_CHECKPOINT_CYCLES ?? 40);
 
 const valueOf = (v: number): string => `v${v}:`.padEnd(16 + (v % 200), String.fromCharCode(97 + (v % 26)));
 
-type Op = { i: number; op: 'put'; v: number } | { i: number; op: 'set'; p: number; v: number; old: number } | { i: number; op: 'del'; p: number; old: number };
+type Op =
+  | { i: number; op: 'put'; v: number }
+  | { i: number; op: 'set'; p: number; v: number; old: number }
+  | { i: number; op: 'del'; p: number; old: number };
 
 /** What the pile must hold: acknowledged values for sure, and for an interrupted set or delete the old or the new outcome. */
 class Model {
@@ -25,12 +28,21 @@ class Model {
     this.acked++;
     if (op.op === 'put') this.certain.set(p!, op.v);
     else if (op.op === 'set') this.certain.set(op.p, op.v);
-    else { this.certain.delete(op.p); this.deleted.add(op.p); }
+    else {
+      this.certain.delete(op.p);
+      this.deleted.add(op.p);
+    }
   }
 
   interrupted(op: Op): void {
-    if (op.op === 'set') { this.certain.delete(op.p); this.uncertain.set(op.p, [op.old, op.v]); }
-    if (op.op === 'del') { this.certain.delete(op.p); this.uncertain.set(op.p, [op.old, null]); }
+    if (op.op === 'set') {
+      this.certain.delete(op.p);
+      this.uncertain.set(op.p, [op.old, op.v]);
+    }
+    if (op.op === 'del') {
+      this.certain.delete(op.p);
+      this.uncertain.set(op.p, [op.old, null]);
+    }
   }
 
   check(pile: Pile, cycle: number): void {
@@ -47,10 +59,19 @@ class Model {
         got = null;
       }
       expect(outcomes, `cycle ${cycle}: interrupted write to ${p}`).to.include(got);
-      if (got === null) { this.uncertain.delete(p); this.deleted.add(p); } else { this.uncertain.delete(p); this.certain.set(p, got); }
+      if (got === null) {
+        this.uncertain.delete(p);
+        this.deleted.add(p);
+      } else {
+        this.uncertain.delete(p);
+        this.certain.set(p, got);
+      }
     }
     const v = pile.verify();
-    expect(v.ok, `cycle ${cycle}: verify ${JSON.stringify({ corrupt: v.corrupt.slice(0, 3), lists: v.freeListErrors, stats: v.statsErrors })}`).to.equal(true);
+    expect(
+      v.ok,
+      `cycle ${cycle}: verify ${JSON.stringify({ corrupt: v.corrupt.slice(0, 3), lists: v.freeListErrors, stats: v.statsErrors })}`,
+    ).to.equal(true);
   }
 
   /** Live records handed to the next writer, which may set or delete them. */
@@ -88,10 +109,15 @@ function runChild(dir: string, seed: number, mix: string, model: Model): Promise
         }
       }
     });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     child.on('error', reject);
     child.on('close', (code, signal) => {
-      if (signal !== 'SIGKILL') { reject(new Error(`writer exited with code ${String(code)} signal ${String(signal)}: ${stderr}`)); return; }
+      if (signal !== 'SIGKILL') {
+        reject(new Error(`writer exited with code ${String(code)} signal ${String(signal)}: ${stderr}`));
+        return;
+      }
       if (inflight !== undefined) model.interrupted(inflight);
       resolve({ recovery });
     });
@@ -103,7 +129,9 @@ describe('crash recovery from checkpoints under SIGKILL', function () {
   let dir: string;
 
   before(() => buildCore());
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-ckpt-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-ckpt-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it(`keeps every acknowledged write across ${CYCLES} kills during writes and checkpoints`, async () => {
@@ -113,7 +141,10 @@ describe('crash recovery from checkpoints under SIGKILL', function () {
     const count = (rec: RecoveryReport | undefined): void => {
       if (rec === undefined || !rec.ran) return;
       if (rec.full) seen.full++;
-      else { seen.partial++; seen.regionBytes += rec.bytesScanned; }
+      else {
+        seen.partial++;
+        seen.regionBytes += rec.bytesScanned;
+      }
     };
     for (let cycle = 0; cycle < CYCLES; cycle++) {
       // Two appending cycles for one with sets and deletes (which mark whole segments).

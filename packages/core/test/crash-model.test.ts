@@ -12,8 +12,10 @@ type Value = string | Uint8Array | { [k: string]: unknown };
 type Wire = unknown;
 
 const toWire = (v: Value): Wire => (v instanceof Uint8Array ? { $b: Buffer.from(v).toString('base64') } : v);
-const fromWire = (w: Wire): Value => (w !== null && typeof w === 'object' && typeof (w as { $b?: unknown }).$b === 'string'
-  ? new Uint8Array(Buffer.from((w as { $b: string }).$b, 'base64')) : w as Value);
+const fromWire = (w: Wire): Value =>
+  w !== null && typeof w === 'object' && typeof (w as { $b?: unknown }).$b === 'string'
+    ? new Uint8Array(Buffer.from((w as { $b: string }).$b, 'base64'))
+    : (w as Value);
 
 /** A pile in a child process, driven over JSON lines. */
 class Server {
@@ -25,7 +27,9 @@ class Server {
 
   private constructor(readonly child: ChildProcessByStdio<Writable, Readable, null>) {
     let onReady!: (m: Record<string, unknown>) => void;
-    this.ready = new Promise((r) => { onReady = r; });
+    this.ready = new Promise((r) => {
+      onReady = r;
+    });
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (c: string) => {
       this.buf += c;
@@ -95,14 +99,17 @@ class Put implements fc.AsyncCommand<Model, Real> {
   constructor(readonly v: Value) {}
   check = (): boolean => true;
   async run(m: Model, r: Real): Promise<void> {
-    const p = await r.server.result('put', { v: toWire(this.v) }) as number;
+    const p = (await r.server.result('put', { v: toWire(this.v) })) as number;
     m.records.set(p, this.v);
   }
   toString = (): string => `put(${JSON.stringify(toWire(this.v)).slice(0, 30)})`;
 }
 
 class SetCmd implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly k: number, readonly v: Value) {}
+  constructor(
+    readonly k: number,
+    readonly v: Value,
+  ) {}
   check = (m: Readonly<Model>): boolean => m.records.size > 0;
   async run(m: Model, r: Real): Promise<void> {
     const p = pick(m, this.k)!;
@@ -125,7 +132,10 @@ class Delete implements fc.AsyncCommand<Model, Real> {
 }
 
 class SetRoot implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly name: string, readonly k: number) {}
+  constructor(
+    readonly name: string,
+    readonly k: number,
+  ) {}
   check = (m: Readonly<Model>): boolean => m.records.size > 0;
   async run(m: Model, r: Real): Promise<void> {
     const p = pick(m, this.k)!;
@@ -159,14 +169,20 @@ class Crash implements fc.AsyncCommand<Model, Real> {
 
 /** SIGKILL at a random moment during a set: after reopen the record holds the old or the new value. */
 class CrashDuringSet implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly k: number, readonly v: Value, readonly delayUs: number) {}
+  constructor(
+    readonly k: number,
+    readonly v: Value,
+    readonly delayUs: number,
+  ) {}
   check = (m: Readonly<Model>): boolean => m.records.size > 0;
   async run(m: Model, r: Real): Promise<void> {
     const p = pick(m, this.k)!;
     const old = m.records.get(p)!;
     void r.server.call('set', { p, v: toWire(this.v) });
     const t0 = process.hrtime.bigint();
-    while (Number(process.hrtime.bigint() - t0) / 1000 < this.delayUs) { /* spin: a timer is too coarse */ }
+    while (Number(process.hrtime.bigint() - t0) / 1000 < this.delayUs) {
+      /* spin: a timer is too coarse */
+    }
     await r.server.kill();
     r.server = Server.start(r.dir);
     await r.server.ready;
@@ -201,11 +217,11 @@ async function checkAll(m: Model, r: Real): Promise<void> {
     const a = await r.server.call('get', { p });
     expect(a.error, `deleted ${p}`).to.equal('PILE_STALE_POINTER');
   }
-  const roots = await r.server.result('roots') as Record<string, number>;
+  const roots = (await r.server.result('roots')) as Record<string, number>;
   expect(roots).to.deep.equal(Object.fromEntries(m.roots));
-  const entries = await r.server.result('entries') as number[];
+  const entries = (await r.server.result('entries')) as number[];
   expect(entries.slice().sort()).to.deep.equal([...m.records.keys()].sort());
-  const report = await r.server.result('verify') as { ok: boolean };
+  const report = (await r.server.result('verify')) as { ok: boolean };
   expect(report.ok, JSON.stringify(report)).to.equal(true);
 }
 

@@ -14,7 +14,10 @@ const CRASH_AT = path.join(__dirname, 'fixtures', 'crash-at.js');
 function crashAt(dir: string, point: string): Record<string, unknown>[] {
   const r = spawnSync(process.execPath, [CRASH_AT], { env: { ...process.env, PILE_DIR: dir, PILE_KILL_AT: point }, encoding: 'utf8' });
   expect(r.signal, `${point}: ${r.stderr}`).to.equal('SIGKILL');
-  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+  return r.stdout
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 function expectIntact(pile: Pile, built: Built, except: PilePointer[] = []): void {
@@ -73,7 +76,8 @@ describe('crash at each point of the write path', function () {
     reopen((pile) => {
       expect(pile.stats.segmentCount).to.equal(before + 1);
       expectIntact(pile, built);
-      for (const m of acked) expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
+      for (const m of acked)
+        expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
     });
   });
 
@@ -84,7 +88,8 @@ describe('crash at each point of the write path', function () {
     reopen((pile) => {
       expect(pile.stats.segmentCount).to.equal(before);
       expectIntact(pile, built);
-      for (const m of acked) expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
+      for (const m of acked)
+        expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
     });
   });
 
@@ -95,7 +100,8 @@ describe('crash at each point of the write path', function () {
     reopen((pile) => {
       expect(pile.stats.segmentCount).to.equal(before);
       expectIntact(pile, built);
-      for (const m of acked) expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
+      for (const m of acked)
+        expect((pile.get(m.ptr as PilePointer) as Buffer).equals(Buffer.alloc(200_000, m.fill as number))).to.equal(true);
     });
   });
 

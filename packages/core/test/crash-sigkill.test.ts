@@ -7,7 +7,11 @@ import { openPile, isPileError, type PilePointer, type Pile } from '../src';
 import { buildCore } from './fixtures/build-core';
 
 // Plain JS helpers shared with the child process.
-const { sameValue, describe: describeValue, valueFor } = require('./fixtures/crash-values.js') as {
+const {
+  sameValue,
+  describe: describeValue,
+  valueFor,
+} = require('./fixtures/crash-values.js') as {
   sameValue: (actual: unknown, seed: number) => boolean;
   describe: (v: unknown) => string;
   valueFor: (seed: number) => unknown;
@@ -49,19 +53,20 @@ function checkGenerations(pileDir: string, deleted: Iterable<number>, cycle: num
     const tag = Math.floor(rest / SEGMENT_DIV);
     const segIdx = rest - tag * SEGMENT_DIV;
     let starts = segments.get(segIdx);
-    if (starts === undefined) segments.set(segIdx, starts = blockStarts(pileDir, segIdx));
+    if (starts === undefined) segments.set(segIdx, (starts = blockStarts(pileDir, segIdx)));
     const block = starts.get(off);
     if (block === undefined) continue; // inside a larger block: no block starts there
     const [size, w] = block;
     const gen = w & GEN_MASK;
     const state = (w >>> 26) & 3;
     if (state === 0 ? gen >= tag : gen > tag) continue;
-    throw new Error(`cycle ${cycle}, deleted pointer ${p}: the block at segment ${segIdx}, offset ${off} (state ${state}, kind ${(w >>> 22) & 15}, flags ${w >>> 28}, size ${size}) has generation ${gen}, not above the deleted record's ${tag}`);
+    throw new Error(
+      `cycle ${cycle}, deleted pointer ${p}: the block at segment ${segIdx}, offset ${off} (state ${state}, kind ${(w >>> 22) & 15}, flags ${w >>> 28}, size ${size}) has generation ${gen}, not above the deleted record's ${tag}`,
+    );
   }
 }
 const CYCLES = Number(process.env.PILE_CRASH_CYCLES ?? 50);
 const DELETED = -1;
-
 
 type Op =
   | { i: number; op: 'put'; v: number }
@@ -87,11 +92,21 @@ class Model {
   ack(op: Op, ptr: number | undefined): void {
     this.acked++;
     switch (op.op) {
-      case 'put': this.certain.set(ptr!, op.v); break;
-      case 'set': this.certain.set(op.p, op.v); break;
-      case 'del': this.certain.delete(op.p); this.deleted.add(op.p); break;
-      case 'root': this.roots.set(op.name, [op.p]); break;
-      case 'flush': break;
+      case 'put':
+        this.certain.set(ptr!, op.v);
+        break;
+      case 'set':
+        this.certain.set(op.p, op.v);
+        break;
+      case 'del':
+        this.certain.delete(op.p);
+        this.deleted.add(op.p);
+        break;
+      case 'root':
+        this.roots.set(op.name, [op.p]);
+        break;
+      case 'flush':
+        break;
     }
   }
 
@@ -100,11 +115,22 @@ class Model {
   interrupted(op: Op): void {
     this.interruptedOps[op.op] = (this.interruptedOps[op.op] ?? 0) + 1;
     switch (op.op) {
-      case 'put': this.pendingPuts.push(op.v); break;
-      case 'set': this.certain.delete(op.p); this.uncertain.set(op.p, [op.old, op.v]); break;
-      case 'del': this.certain.delete(op.p); this.uncertain.set(op.p, [op.old, DELETED]); break;
-      case 'root': this.roots.set(op.name, [...(this.roots.get(op.name) ?? [null]), op.p]); break;
-      case 'flush': break;
+      case 'put':
+        this.pendingPuts.push(op.v);
+        break;
+      case 'set':
+        this.certain.delete(op.p);
+        this.uncertain.set(op.p, [op.old, op.v]);
+        break;
+      case 'del':
+        this.certain.delete(op.p);
+        this.uncertain.set(op.p, [op.old, DELETED]);
+        break;
+      case 'root':
+        this.roots.set(op.name, [...(this.roots.get(op.name) ?? [null]), op.p]);
+        break;
+      case 'flush':
+        break;
     }
   }
 
@@ -118,7 +144,8 @@ class Model {
       } catch (err) {
         throw new Error(`${where(p)}: acknowledged record (seed ${seed}) unreadable: ${(err as Error).message}`);
       }
-      if (!sameValue(got, seed)) throw new Error(`${where(p)}: acknowledged value ${describeValue(valueFor(seed))}, read ${describeValue(got)}`);
+      if (!sameValue(got, seed))
+        throw new Error(`${where(p)}: acknowledged value ${describeValue(valueFor(seed))}, read ${describeValue(got)}`);
     }
     for (const [p, allowed] of this.uncertain) {
       if (!pile.has(p as PilePointer)) {
@@ -135,7 +162,11 @@ class Model {
     for (const p of this.deleted) {
       expect(pile.has(p as PilePointer), `${where(p)}: deleted record is back`).to.equal(false);
       let code: string | undefined;
-      try { pile.get(p as PilePointer); } catch (err) { code = isPileError(err) ? err.code : String(err); }
+      try {
+        pile.get(p as PilePointer);
+      } catch (err) {
+        code = isPileError(err) ? err.code : String(err);
+      }
       expect(code, where(p)).to.equal('PILE_STALE_POINTER');
     }
     for (const [name, allowed] of this.roots) {
@@ -149,7 +180,10 @@ class Model {
       if (this.certain.has(e.pointer)) continue;
       const got = pile.get(e.pointer);
       const k = pending.findIndex((s) => sameValue(got, s));
-      if (k < 0) throw new Error(`cycle ${cycle}: unknown record ${e.pointer} (${describeValue(got)}): neither acknowledged nor a whole in-flight put`);
+      if (k < 0)
+        throw new Error(
+          `cycle ${cycle}: unknown record ${e.pointer} (${describeValue(got)}): neither acknowledged nor a whole in-flight put`,
+        );
       this.certain.set(e.pointer, pending[k]!);
       pending.splice(k, 1);
     }
@@ -166,7 +200,8 @@ class Model {
 }
 
 interface ChildResult {
-  ready: { recovery: { ran: boolean; tornRecords: number; journalsReplayed: number; orphansFreed: number }; progressEvents: number } | undefined;
+  ready:
+    { recovery: { ran: boolean; tornRecords: number; journalsReplayed: number; orphansFreed: number }; progressEvents: number } | undefined;
   killedAfterReady: boolean;
 }
 
@@ -209,7 +244,9 @@ function runChild(dir: string, stateFile: string, seed: number, model: Model, ki
         buf = buf.slice(nl + 1);
       }
     });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
     child.on('error', reject);
     // 'close': stdout is drained and the process reaped (a zombie's pid would still look alive to the lock).
     child.on('close', (code, signal) => {
@@ -230,7 +267,9 @@ describe('crash consistency under SIGKILL', function () {
   let dir: string;
 
   before(() => buildCore());
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-crash-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-crash-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it(`keeps every acknowledged put, set, delete and root across ${CYCLES} kills`, async () => {
@@ -297,6 +336,7 @@ describe('crash consistency under SIGKILL', function () {
     }
     // Not a speed check (a loaded machine gets through few operations per child): the kills must have hit work.
     expect(model.acked, 'the children did work').to.be.greaterThan(CYCLES);
-    if (process.env.PILE_CRASH_VERBOSE) console.log({ cycles: CYCLES, acked: model.acked, interrupted: model.interruptedOps, live: model.certain.size, ...stats });
+    if (process.env.PILE_CRASH_VERBOSE)
+      console.log({ cycles: CYCLES, acked: model.acked, interrupted: model.interruptedOps, live: model.certain.size, ...stats });
   });
 });

@@ -5,7 +5,19 @@ import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { openPile, isPileError, PileError, type Pile, type PilePointer, type PileErrorCode } from '../src';
 import {
-  SEG, buildPile, copyDir, flipByte, markUnclean, metaFile, prng, readU32, segFile, setMetaField, where, writeU32, type Built,
+  SEG,
+  buildPile,
+  copyDir,
+  flipByte,
+  markUnclean,
+  metaFile,
+  prng,
+  readU32,
+  segFile,
+  setMetaField,
+  where,
+  writeU32,
+  type Built,
 } from './fixtures/pile-files';
 import { FORMAT_VERSION } from '../src/BlockFormat';
 
@@ -62,7 +74,9 @@ describe('damaged pile files', () => {
       expect(pile.stats.segmentCount).to.be.greaterThan(1);
       expect(pile.verify().ok).to.equal(true);
       expectOthersIntact(pile, built, []);
-    } finally { pile.close(); }
+    } finally {
+      pile.close();
+    }
   });
 
   describe('a flipped payload byte', () => {
@@ -81,16 +95,33 @@ describe('damaged pile files', () => {
         const report = pile.verify();
         expect(report.ok).to.equal(false);
         expect(report.corrupt).to.have.length(1);
-        expect(report.corrupt[0]).to.include({ segment: w.segment, offset: w.offset, file: segFile(dir, w.segment), reason: 'checksum mismatch' });
+        expect(report.corrupt[0]).to.include({
+          segment: w.segment,
+          offset: w.offset,
+          file: segFile(dir, w.segment),
+          reason: 'checksum mismatch',
+        });
         let err: unknown;
-        try { pile.get(victim()); } catch (e) { err = e; }
+        try {
+          pile.get(victim());
+        } catch (e) {
+          err = e;
+        }
         expect(isPileError(err, 'PILE_CORRUPT')).to.equal(true);
-        expect((err as Error).message).to.include(segFile(dir, w.segment)).and.include(`offset ${w.offset}`);
+        expect((err as Error).message)
+          .to.include(segFile(dir, w.segment))
+          .and.include(`offset ${w.offset}`);
         expectOthersIntact(pile, built, [victim()]);
         // With verifyOnRead, writes refuse to build on a damaged record too.
-        expect(() => pile.set(victim(), 'new')).to.throw(PileError).with.property('code', 'PILE_CORRUPT');
-        expect(() => pile.delete(victim())).to.throw(PileError).with.property('code', 'PILE_CORRUPT');
-      } finally { pile.close(); }
+        expect(() => pile.set(victim(), 'new'))
+          .to.throw(PileError)
+          .with.property('code', 'PILE_CORRUPT');
+        expect(() => pile.delete(victim()))
+          .to.throw(PileError)
+          .with.property('code', 'PILE_CORRUPT');
+      } finally {
+        pile.close();
+      }
     });
 
     it('after an unclean shutdown: recovery drops it as torn, every other record reads and verify is clean', () => {
@@ -107,7 +138,9 @@ describe('damaged pile files', () => {
         expectOthersIntact(pile, built, [victim()]);
         expect(pile.verify().ok).to.equal(true);
         expect(pile.getRoot('first')).to.equal(built.roots.first);
-      } finally { pile.close(); }
+      } finally {
+        pile.close();
+      }
     });
   });
 
@@ -126,7 +159,9 @@ describe('damaged pile files', () => {
         expect(report.ok, `trial ${trial}: flip at ${pos}`).to.equal(false);
         for (const [p, value] of built.records) {
           let got: unknown;
-          try { got = pile.get(p); } catch (err) {
+          try {
+            got = pile.get(p);
+          } catch (err) {
             expect(isPileError(err), `trial ${trial}: ${String(err)}`).to.equal(true);
             expect(p, `trial ${trial}: only the damaged record fails`).to.equal(ptr);
             continue;
@@ -160,7 +195,10 @@ describe('damaged pile files', () => {
       } catch (err) {
         // Only a damaged segment header may refuse the open.
         expect(isPileError(err), String(err)).to.equal(true);
-        expect(flips.some((f) => Number(f.split(':')[1]) < 64), `trial ${trial}: ${String(err)}`).to.equal(true);
+        expect(
+          flips.some((f) => Number(f.split(':')[1]) < 64),
+          `trial ${trial}: ${String(err)}`,
+        ).to.equal(true);
         fs.rmSync(copy, { recursive: true, force: true });
         continue;
       }
@@ -168,12 +206,17 @@ describe('damaged pile files', () => {
         const report = pile.verify();
         // Recovery repairs what it can; a block whose size nothing confirms stays, quarantined.
         if (unclean) {
-          const clean = report.freeListErrors === 0 && report.statsErrors.length === 0 && report.corrupt.every((c) => c.reason.startsWith('a block recovery found damaged'));
+          const clean =
+            report.freeListErrors === 0 &&
+            report.statsErrors.length === 0 &&
+            report.corrupt.every((c) => c.reason.startsWith('a block recovery found damaged'));
           expect(clean, `trial ${trial} ${flips.join(' ')}: ${JSON.stringify(report)}`).to.equal(true);
         }
         for (const [p, value] of built.records) {
           let got: unknown;
-          try { got = pile.get(p); } catch (err) {
+          try {
+            got = pile.get(p);
+          } catch (err) {
             expect(isPileError(err), `trial ${trial}: ${String(err)}`).to.equal(true);
             continue;
           }
@@ -243,7 +286,9 @@ describe('damaged pile files', () => {
             try {
               expect(pile.getRoot('first'), `slot ${slotPos} byte ${byte}`).to.equal(built.roots.first);
               expect(pile.getRoot('grown')).to.equal(built.roots.grown);
-            } finally { pile.close(); }
+            } finally {
+              pile.close();
+            }
           }
           fs.rmSync(copy, { recursive: true, force: true });
         }
@@ -265,12 +310,18 @@ describe('damaged pile files', () => {
         expect(pile.lastRecovery.ran).to.equal(true);
         expectOthersIntact(pile, built, []);
         expect(pile.verify().ok).to.equal(true);
-      } finally { pile.close(); }
+      } finally {
+        pile.close();
+      }
     });
   });
 
   describe('segment files', () => {
-    for (const [name, size] of [['truncated by a page', SEG - 4096], ['truncated to zero', 0], ['extended', SEG + 8]] as const) {
+    for (const [name, size] of [
+      ['truncated by a page', SEG - 4096],
+      ['truncated to zero', 0],
+      ['extended', SEG + 8],
+    ] as const) {
       it(`${name}: open refuses with PILE_CORRUPT naming it (never SIGBUS)`, () => {
         fs.truncateSync(segFile(dir, 1), size);
         for (const readonly of [false, true]) {
@@ -295,7 +346,12 @@ describe('damaged pile files', () => {
       expect(err.message).to.include(segFile(dir, 0));
     });
 
-    for (const [field, pos] of [['magic', 0], ['index', 8], ['size', 12], ['pile id', 16]] as const) {
+    for (const [field, pos] of [
+      ['magic', 0],
+      ['index', 8],
+      ['size', 12],
+      ['pile id', 16],
+    ] as const) {
       it(`a damaged header ${field}: PILE_CORRUPT naming it`, () => {
         flipByte(segFile(dir, 1), pos, 0x01);
         const err = openError({ dir });

@@ -40,7 +40,13 @@ function runChild(from: number, to: number): Promise<ChildResult> {
       buffered += chunk;
       let nl: number;
       while ((nl = buffered.indexOf('\n')) >= 0) {
-        const msg = JSON.parse(buffered.slice(0, nl)) as { case?: number; fail?: number; message?: string; done?: boolean; opened?: number };
+        const msg = JSON.parse(buffered.slice(0, nl)) as {
+          case?: number;
+          fail?: number;
+          message?: string;
+          done?: boolean;
+          opened?: number;
+        };
         buffered = buffered.slice(nl + 1);
         if (msg.case !== undefined) result.lastCase = msg.case;
         if (msg.fail !== undefined) result.failures.push({ fail: msg.fail, message: msg.message ?? '' });
@@ -51,7 +57,9 @@ function runChild(from: number, to: number): Promise<ChildResult> {
       }
     });
     child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => { result.stderr += chunk; });
+    child.stderr.on('data', (chunk: string) => {
+      result.stderr += chunk;
+    });
     child.on('exit', (code, signal) => {
       result.code = code;
       result.signal = signal;
@@ -75,7 +83,10 @@ describe('damage fuzzer', function () {
     const results = await Promise.all(runs);
     const problems: string[] = [];
     for (const r of results) {
-      if (!r.done) problems.push(`a child died in case ${r.lastCase} (rerun: PILE_FUZZ_SEED=${r.lastCase} PILE_FUZZ_CASES=1): exit ${r.code}, signal ${r.signal}; ${r.stderr.slice(0, 2000)}`);
+      if (!r.done)
+        problems.push(
+          `a child died in case ${r.lastCase} (rerun: PILE_FUZZ_SEED=${r.lastCase} PILE_FUZZ_CASES=1): exit ${r.code}, signal ${r.signal}; ${r.stderr.slice(0, 2000)}`,
+        );
       for (const f of r.failures) problems.push(`case ${f.fail} (rerun: PILE_FUZZ_SEED=${f.fail} PILE_FUZZ_CASES=1): ${f.message}`);
     }
     expect(problems, problems.slice(0, 10).join('\n')).to.deep.equal([]);

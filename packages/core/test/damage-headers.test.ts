@@ -31,9 +31,13 @@ describe('damaged block headers and generations', () => {
   let tmp: string;
   let dir: string;
   let n = 0;
-  before(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-headers-')); });
+  before(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-headers-'));
+  });
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
-  beforeEach(() => { dir = path.join(tmp, `p${n++}`); });
+  beforeEach(() => {
+    dir = path.join(tmp, `p${n++}`);
+  });
 
   describe('generations survive compact() (issue 14.1)', () => {
     for (const mapped of [true, false]) {
@@ -48,7 +52,10 @@ describe('damaged block headers and generations', () => {
           expect(pile.compact().segmentsAfter).to.equal(1);
           const fresh = pile.put(Buffer.alloc(600_000, 9));
           for (const s of stale) {
-            expect(codeOf(() => pile.get(s)), `round ${round}`).to.equal('PILE_STALE_POINTER');
+            expect(
+              codeOf(() => pile.get(s)),
+              `round ${round}`,
+            ).to.equal('PILE_STALE_POINTER');
             expect(pile.delete(s)).to.equal(false);
           }
           expect(pile.get<Buffer>(fresh)[0]).to.equal(9);
@@ -174,40 +181,43 @@ describe('damaged block headers and generations', () => {
       pile.close();
     });
 
-    for (const [damaged, how, code] of [[128 + 256, 'one flipped bit: undone, the record dropped as torn', 'PILE_STALE_POINTER'], [512, 'two flipped bits: left in place as damaged', 'PILE_CORRUPT']] as const) {
-    it(`after an unclean open, a torn record whose size spans live records is not freed by that size (${how})`, () => {
-      const dir = path.join(tmp, `torn-${damaged}`);
-      let pile = openPile({ dir, segmentSize: SEG });
-      const live = new Map<PilePointer, unknown>();
-      const ptrs: PilePointer[] = [];
-      for (let i = 0; i < 30; i++) {
-        const v = `record ${i} `.padEnd(112, 'z'); // 128-byte blocks
-        const p = pile.put(v);
-        ptrs.push(p);
-        live.set(p, v);
-      }
-      pile.close();
-      const torn = ptrs[10]!;
-      live.delete(torn);
-      const [file, pos] = headerAt(dir, torn, 0);
-      expect(readU32(file, pos)).to.equal(128);
-      writeU32(file, pos, damaged); // spans the next records exactly, ending on a real header
-      markUnclean(dir);
-      pile = openPile({ dir, verifyOnRead: true });
-      expect(pile.lastRecovery.ran).to.equal(true);
-      for (let i = 0; i < 40; i++) {
-        const v = `new ${i} `.padEnd(112, 'w');
-        live.set(pile.put(v), v);
-      }
-      expectIntact(pile, live);
-      expect(codeOf(() => pile.get(torn))).to.equal(code);
-      pile.close();
-      // A second unclean open keeps it so.
-      markUnclean(dir);
-      pile = openPile({ dir, verifyOnRead: true });
-      expectIntact(pile, live);
-      pile.close();
-    });
+    for (const [damaged, how, code] of [
+      [128 + 256, 'one flipped bit: undone, the record dropped as torn', 'PILE_STALE_POINTER'],
+      [512, 'two flipped bits: left in place as damaged', 'PILE_CORRUPT'],
+    ] as const) {
+      it(`after an unclean open, a torn record whose size spans live records is not freed by that size (${how})`, () => {
+        const dir = path.join(tmp, `torn-${damaged}`);
+        let pile = openPile({ dir, segmentSize: SEG });
+        const live = new Map<PilePointer, unknown>();
+        const ptrs: PilePointer[] = [];
+        for (let i = 0; i < 30; i++) {
+          const v = `record ${i} `.padEnd(112, 'z'); // 128-byte blocks
+          const p = pile.put(v);
+          ptrs.push(p);
+          live.set(p, v);
+        }
+        pile.close();
+        const torn = ptrs[10]!;
+        live.delete(torn);
+        const [file, pos] = headerAt(dir, torn, 0);
+        expect(readU32(file, pos)).to.equal(128);
+        writeU32(file, pos, damaged); // spans the next records exactly, ending on a real header
+        markUnclean(dir);
+        pile = openPile({ dir, verifyOnRead: true });
+        expect(pile.lastRecovery.ran).to.equal(true);
+        for (let i = 0; i < 40; i++) {
+          const v = `new ${i} `.padEnd(112, 'w');
+          live.set(pile.put(v), v);
+        }
+        expectIntact(pile, live);
+        expect(codeOf(() => pile.get(torn))).to.equal(code);
+        pile.close();
+        // A second unclean open keeps it so.
+        markUnclean(dir);
+        pile = openPile({ dir, verifyOnRead: true });
+        expectIntact(pile, live);
+        pile.close();
+      });
     }
   });
 
@@ -246,6 +256,10 @@ describe('damaged block headers and generations', () => {
     setMetaField(dir, 4, 1);
     const code = codeOf(() => openPile({ dir }));
     expect(code).to.equal('PILE_FORMAT_VERSION');
-    try { openPile({ dir }); } catch (err) { expect(String(err)).to.include(metaFile(dir)).and.include('format version 1'); }
+    try {
+      openPile({ dir });
+    } catch (err) {
+      expect(String(err)).to.include(metaFile(dir)).and.include('format version 1');
+    }
   });
 });

@@ -36,7 +36,9 @@ const Order = z.object({ item: z.string(), paid: z.boolean(), total: z.number() 
 
 describe('failed writes leave nothing behind', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-failed-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-failed-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('a schema() that could not be persisted is not registered, and a retry fails too', () => {
@@ -175,7 +177,13 @@ describe('failed writes leave nothing behind', () => {
       }
     }
     expect(i).to.be.greaterThan(100);
-    expectPileError(() => { throw err; }, 'PILE_TOO_LARGE', 'Catalog size limit');
+    expectPileError(
+      () => {
+        throw err;
+      },
+      'PILE_TOO_LARGE',
+      'Catalog size limit',
+    );
     // Fill what is left below the limit with short names.
     for (let k = 0; ; k++) {
       try {
@@ -229,13 +237,20 @@ describe('failed writes leave nothing behind', () => {
 
 describe('values that change while they are stored', () => {
   let pile: Pile;
-  beforeEach(() => { pile = openPile({ segmentSize: MiB }); });
+  beforeEach(() => {
+    pile = openPile({ segmentSize: MiB });
+  });
   afterEach(() => pile.close());
 
   /** A record whose name getter gives a short string first, then a long one. */
   function growing(long: number): { name: string; admin: boolean } {
     let reads = 0;
-    return { get name() { return reads++ === 0 ? 'a' : 'x'.repeat(long); }, admin: true };
+    return {
+      get name() {
+        return reads++ === 0 ? 'a' : 'x'.repeat(long);
+      },
+      admin: true,
+    };
   }
 
   function neighbours(view: ReturnType<Pile['schema']>, n: number): PilePointer[] {
@@ -276,7 +291,12 @@ describe('values that change while they are stored', () => {
   it('a typed put whose getter changes type between reads is refused', () => {
     const view = pile.schema('user', User);
     let reads = 0;
-    const v = { get name(): unknown { return reads++ === 0 ? 'a' : 42; }, admin: true };
+    const v = {
+      get name(): unknown {
+        return reads++ === 0 ? 'a' : 42;
+      },
+      admin: true,
+    };
     expectPileError(() => view.put(v as never), 'PILE_SCHEMA_VIOLATION', 'name: expected string, got number');
     expect(pile.stats.objectCount).to.equal(0);
   });
@@ -284,13 +304,22 @@ describe('values that change while they are stored', () => {
   it('set() writes the record it was given when the value reads another record', () => {
     const a = pile.put({ v: 'a' });
     const b = pile.put({ v: 'b' });
-    pile.set(a, { get v() { return `${(pile.get(b) as { v: string }).v}!`; } });
+    pile.set(a, {
+      get v() {
+        return `${(pile.get(b) as { v: string }).v}!`;
+      },
+    });
     expect(pile.get(a)).to.deep.equal({ v: 'b!' });
     expect(pile.get(b)).to.deep.equal({ v: 'b' });
     const view = pile.schema('user', User);
     const u = view.put({ name: 'u', admin: false });
     const w = view.put({ name: 'w', admin: false });
-    view.set(u, { get name() { return view.get(w).name + '2'; }, admin: true } as never);
+    view.set(u, {
+      get name() {
+        return view.get(w).name + '2';
+      },
+      admin: true,
+    } as never);
     expect(view.get(u)).to.deep.equal({ name: 'w2', admin: true });
     expect(view.get(w)).to.deep.equal({ name: 'w', admin: false });
     expect(pile.verify().ok).to.equal(true);
@@ -308,16 +337,50 @@ describe('values that change while they are stored', () => {
       () => pile.setRoot('r', other),
     ];
     for (const write of writes) {
-      expectPileError(() => pile.put({ a: 1, get b() { write(); return 2; } }), 'PILE_REENTRANT');
-      expectPileError(() => view.put({ get name() { write(); return 'n'; }, admin: true } as never), 'PILE_REENTRANT');
-      expectPileError(() => pile.set(other, { get b() { write(); return 2; } }), 'PILE_REENTRANT');
+      expectPileError(
+        () =>
+          pile.put({
+            a: 1,
+            get b() {
+              write();
+              return 2;
+            },
+          }),
+        'PILE_REENTRANT',
+      );
+      expectPileError(
+        () =>
+          view.put({
+            get name() {
+              write();
+              return 'n';
+            },
+            admin: true,
+          } as never),
+        'PILE_REENTRANT',
+      );
+      expectPileError(
+        () =>
+          pile.set(other, {
+            get b() {
+              write();
+              return 2;
+            },
+          }),
+        'PILE_REENTRANT',
+      );
     }
     expect(pile.stats.objectCount).to.equal(count);
     expect(pile.get(other)).to.equal('other');
     expect(pile.roots()).to.deep.equal([]);
     expect(pile.verify().ok).to.equal(true);
     // Reads are allowed, and the pile takes writes again afterwards.
-    const p = pile.put({ a: 1, get b() { return pile.get(other); } });
+    const p = pile.put({
+      a: 1,
+      get b() {
+        return pile.get(other);
+      },
+    });
     expect(pile.get(p)).to.deep.equal({ a: 1, b: 'other' });
   });
 });

@@ -28,7 +28,13 @@ describe('pile files are never reached through links', () => {
     const pile = openPile({ dir, segmentSize: MiB });
     pile.put('first');
     fs.symlinkSync(victim, segFile(dir, 1));
-    const err = expectPileError(() => { for (let i = 0; i < 10; i++) pile.put(Buffer.alloc(200_000)); }, 'PILE_CORRUPT', 'symbolic link');
+    const err = expectPileError(
+      () => {
+        for (let i = 0; i < 10; i++) pile.put(Buffer.alloc(200_000));
+      },
+      'PILE_CORRUPT',
+      'symbolic link',
+    );
     expect(err.message).to.contain(segFile(dir, 1));
     expect(fs.readFileSync(victim, 'utf8')).to.equal('precious');
     expect(fs.lstatSync(segFile(dir, 1)).isSymbolicLink()).to.equal(true);
@@ -90,15 +96,23 @@ describe('errors of the operating system are PILE_IO', function () {
   this.timeout(120_000);
   let dir: string;
   before(() => buildCore());
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-io-')); fs.chmodSync(dir, 0o755); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-io-'));
+    fs.chmodSync(dir, 0o755);
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   /** Runs `code` as an unprivileged user (root ignores permissions); returns what it printed. */
   function asNobody(code: string): string {
-    const r = spawnSync(process.execPath, ['-e', `const { openPile } = require(${JSON.stringify(CORE)});\n${code}`], { uid: 65534, gid: 65534, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['-e', `const { openPile } = require(${JSON.stringify(CORE)});\n${code}`], {
+      uid: 65534,
+      gid: 65534,
+      encoding: 'utf8',
+    });
     return `${r.stdout}${r.stderr}`;
   }
-  const tryOpen = (opts: string): string => `try { openPile(${opts}); console.log('opened'); } catch (e) { console.log(e.code, e.message); }`;
+  const tryOpen = (opts: string): string =>
+    `try { openPile(${opts}); console.log('opened'); } catch (e) { console.log(e.code, e.message); }`;
 
   it('a writable open of a directory it may not write is PILE_IO (EACCES) and leaves no lock file behind', function () {
     if (process.getuid?.() !== 0) this.skip();

@@ -27,14 +27,17 @@ class Holder {
         const line = this.buf.slice(0, nl);
         this.buf = this.buf.slice(nl + 1);
         const w = this.waiters.shift();
-        if (w !== undefined) w(line); else this.lines.push(line);
+        if (w !== undefined) w(line);
+        else this.lines.push(line);
       }
     });
     this.exited = new Promise((resolve) => child.on('close', () => resolve()));
   }
 
   static start(dir: string, mode: 'write' | 'read'): Holder {
-    return new Holder(spawn(process.execPath, [HOLDER], { env: { ...process.env, PILE_DIR: dir, PILE_MODE: mode }, stdio: ['pipe', 'pipe', 'inherit'] }));
+    return new Holder(
+      spawn(process.execPath, [HOLDER], { env: { ...process.env, PILE_DIR: dir, PILE_MODE: mode }, stdio: ['pipe', 'pipe', 'inherit'] }),
+    );
   }
 
   next(): Promise<Record<string, unknown>> {
@@ -66,7 +69,11 @@ function deadPid(): number {
 }
 
 function codeOf(fn: () => unknown): string | undefined {
-  try { fn(); } catch (err) { return isPileError(err) ? err.code : String(err); }
+  try {
+    fn();
+  } catch (err) {
+    return isPileError(err) ? err.code : String(err);
+  }
   return undefined;
 }
 
@@ -84,12 +91,18 @@ describe('single writer lock', function () {
     const a = openPile({ dir });
     try {
       let err: unknown;
-      try { openPile({ dir: path.join(dir, '..', 'pile') }); } catch (e) { err = e; }
+      try {
+        openPile({ dir: path.join(dir, '..', 'pile') });
+      } catch (e) {
+        err = e;
+      }
       expect(isPileError(err, 'PILE_LOCKED')).to.equal(true);
       expect((err as Error).message).to.include(dir);
       // The refused open must not release the holder's lock.
       expect(fs.existsSync(path.join(dir, LOCK))).to.equal(true);
-    } finally { a.close(); }
+    } finally {
+      a.close();
+    }
     expect(fs.existsSync(path.join(dir, LOCK))).to.equal(false);
     openPile({ dir }).close();
   });
@@ -120,7 +133,9 @@ describe('single writer lock', function () {
       expect(pile.lastRecovery.ran).to.equal(true);
       expect(pile.get(ptr as never)).to.equal('held');
       expect(fs.readFileSync(path.join(dir, LOCK), 'utf8')).to.equal(String(process.pid));
-    } finally { pile.close(); }
+    } finally {
+      pile.close();
+    }
   });
 
   it('a lock file naming a dead pid is taken over; a live pid is respected', () => {
@@ -133,10 +148,16 @@ describe('single writer lock', function () {
     try {
       fs.writeFileSync(path.join(dir, LOCK), String(sleeper.pid));
       let err: unknown;
-      try { openPile({ dir }); } catch (e) { err = e; }
+      try {
+        openPile({ dir });
+      } catch (e) {
+        err = e;
+      }
       expect(err).to.be.instanceOf(PileError);
       expect((err as PileError).code).to.equal('PILE_LOCKED');
-      expect((err as Error).message).to.include(String(sleeper.pid)).and.include(path.join(dir, LOCK));
+      expect((err as Error).message)
+        .to.include(String(sleeper.pid))
+        .and.include(path.join(dir, LOCK));
       expect(fs.readFileSync(path.join(dir, LOCK), 'utf8')).to.equal(String(sleeper.pid));
     } finally {
       sleeper.kill('SIGKILL');
@@ -149,7 +170,10 @@ describe('single writer lock', function () {
       fs.writeFileSync(path.join(dir, LOCK), String(deadPid()));
       const racers = Array.from({ length: 4 }, () => Holder.start(dir, 'write'));
       const results = await Promise.all(racers.map((r) => r.next()));
-      expect(results.filter((r) => r.opened === true), `round ${round}: ${JSON.stringify(results)}`).to.have.length(1);
+      expect(
+        results.filter((r) => r.opened === true),
+        `round ${round}: ${JSON.stringify(results)}`,
+      ).to.have.length(1);
       expect(results.filter((r) => r.error === 'PILE_LOCKED')).to.have.length(3);
       await Promise.all(racers.map((r) => r.stop()));
       expect(fs.existsSync(path.join(dir, LOCK))).to.equal(false);
@@ -218,8 +242,12 @@ describe('writer lock through another path to the same directory', () => {
     fs.symlinkSync(real, link);
     const first = openPile({ dir: real, segmentSize: 1 << 20 });
     try {
-      expect(() => openPile({ dir: link })).to.throw(PileError).with.property('code', 'PILE_LOCKED');
-      expect(() => openPile({ dir: `${real}/./` })).to.throw(PileError).with.property('code', 'PILE_LOCKED');
+      expect(() => openPile({ dir: link }))
+        .to.throw(PileError)
+        .with.property('code', 'PILE_LOCKED');
+      expect(() => openPile({ dir: `${real}/./` }))
+        .to.throw(PileError)
+        .with.property('code', 'PILE_LOCKED');
     } finally {
       first.close();
       fs.rmSync(base, { recursive: true, force: true });

@@ -85,7 +85,9 @@ function checkAll(pile: Pile, model: Map<PilePointer, unknown>, dead: PilePointe
   expect(report.ok, JSON.stringify(report)).to.equal(true);
   for (const d of dead) {
     expect(pile.has(d)).to.equal(false);
-    expect(() => pile.get(d)).to.throw(PileError).with.property('code', 'PILE_STALE_POINTER');
+    expect(() => pile.get(d))
+      .to.throw(PileError)
+      .with.property('code', 'PILE_STALE_POINTER');
   }
 }
 
@@ -130,7 +132,9 @@ function run(ops: Op[], options: PileOptions, reopenable: boolean): void {
         case 'stale': {
           if (dead.length === 0) break;
           const d = dead[o.i % dead.length]!;
-          expect(() => pile.get(d)).to.throw(PileError).with.property('code', 'PILE_STALE_POINTER');
+          expect(() => pile.get(d))
+            .to.throw(PileError)
+            .with.property('code', 'PILE_STALE_POINTER');
           break;
         }
         case 'reopen':
@@ -163,18 +167,24 @@ function run(ops: Op[], options: PileOptions, reopenable: boolean): void {
 
 describe('model: random put/get/set/delete/reopen sequences against a Map', () => {
   it('in-memory pile', () => {
-    fc.assert(fc.property(fc.array(op, { minLength: 10, maxLength: 80, size: 'max' }), (ops) => run(ops, { segmentSize: MiB }, false)), { numRuns: 120 });
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 10, maxLength: 80, size: 'max' }), (ops) => run(ops, { segmentSize: MiB }, false)),
+      { numRuns: 120 },
+    );
   });
 
   it('mapped pile, reopened in between', () => {
-    fc.assert(fc.property(fc.array(op, { minLength: 10, maxLength: 60, size: 'max' }), (ops) => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-model-'));
-      try {
-        run(ops, { dir, segmentSize: MiB }, true);
-      } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
-      }
-    }), { numRuns: 40 });
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 10, maxLength: 60, size: 'max' }), (ops) => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-model-'));
+        try {
+          run(ops, { dir, segmentSize: MiB }, true);
+        } finally {
+          fs.rmSync(dir, { recursive: true, force: true });
+        }
+      }),
+      { numRuns: 40 },
+    );
   });
 
   it('a small pile under pressure: many segments, maxMemory, records past half a segment', () => {
@@ -184,36 +194,39 @@ describe('model: random put/get/set/delete/reopen sequences against a Map', () =
       fc.record({ t: fc.constant('put' as const), v: big, prealloc: fc.constant(undefined) }),
       fc.record({ t: fc.constant('set' as const), i: fc.nat(), v: big }),
     );
-    fc.assert(fc.property(fc.array(bigOp, { minLength: 5, maxLength: 40, size: 'max' }), (ops) => {
-      // Beyond maxMemory a put throws PILE_OUT_OF_SPACE and must leave pile and model as they were.
-      const guarded = ops.map((o): Op => o);
-      const pile = openPile({ segmentSize: MiB, maxMemory: 4 * MiB });
-      const model = new Map<PilePointer, unknown>();
-      const dead: PilePointer[] = [];
-      try {
-        for (const o of guarded) {
-          const keys = [...model.keys()];
-          try {
-            if (o.t === 'put') model.set(pile.put(o.v), o.v);
-            else if (o.t === 'set' && keys.length > 0) {
-              const p = keys[o.i % keys.length]!;
-              pile.set(p, o.v);
-              model.set(p, o.v);
-            } else if (o.t === 'delete' && keys.length > 0) {
-              const p = keys[o.i % keys.length]!;
-              pile.delete(p);
-              model.delete(p);
-              dead.push(p);
+    fc.assert(
+      fc.property(fc.array(bigOp, { minLength: 5, maxLength: 40, size: 'max' }), (ops) => {
+        // Beyond maxMemory a put throws PILE_OUT_OF_SPACE and must leave pile and model as they were.
+        const guarded = ops.map((o): Op => o);
+        const pile = openPile({ segmentSize: MiB, maxMemory: 4 * MiB });
+        const model = new Map<PilePointer, unknown>();
+        const dead: PilePointer[] = [];
+        try {
+          for (const o of guarded) {
+            const keys = [...model.keys()];
+            try {
+              if (o.t === 'put') model.set(pile.put(o.v), o.v);
+              else if (o.t === 'set' && keys.length > 0) {
+                const p = keys[o.i % keys.length]!;
+                pile.set(p, o.v);
+                model.set(p, o.v);
+              } else if (o.t === 'delete' && keys.length > 0) {
+                const p = keys[o.i % keys.length]!;
+                pile.delete(p);
+                model.delete(p);
+                dead.push(p);
+              }
+            } catch (err) {
+              if (!(err instanceof PileError) || err.code !== 'PILE_OUT_OF_SPACE') throw err;
             }
-          } catch (err) {
-            if (!(err instanceof PileError) || err.code !== 'PILE_OUT_OF_SPACE') throw err;
+            expect(pile.stats.segmentCount).to.be.at.most(4);
           }
-          expect(pile.stats.segmentCount).to.be.at.most(4);
+          checkAll(pile, model, dead);
+        } finally {
+          pile.close();
         }
-        checkAll(pile, model, dead);
-      } finally {
-        pile.close();
-      }
-    }), { numRuns: 30 });
+      }),
+      { numRuns: 30 },
+    );
   });
 });

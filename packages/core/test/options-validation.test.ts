@@ -17,7 +17,9 @@ function rejects(options: unknown, option: string): PileError {
 
 describe('options validation', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-options-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-options-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('refuses a segmentSize that is not a power of two, naming the option and the range', () => {
@@ -108,7 +110,9 @@ describe('options validation', () => {
     p.put('x');
     p.close();
     const err = rejects({ dir, segmentSize: MiB }, 'segmentSize');
-    expect(err.message).to.include(String(2 * MiB)).and.to.include(dir);
+    expect(err.message)
+      .to.include(String(2 * MiB))
+      .and.to.include(dir);
     const q = openPile({ dir });
     expect(q.segmentSize).to.equal(2 * MiB);
     q.close();

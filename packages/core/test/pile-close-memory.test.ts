@@ -22,8 +22,12 @@ describe('closing a pile returns its memory', function () {
   before(function () {
     if (!fs.existsSync('/proc/self/status')) this.skip();
   });
-  beforeEach(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-close-')); });
-  afterEach(() => { fs.rmSync(tmp, { recursive: true, force: true }); });
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-close-'));
+  });
+  afterEach(() => {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
 
   /** Fills about `bytes` of the pile with 256 KiB records. */
   function fill(pile: ReturnType<typeof openPile>, bytes: number): PilePointer[] {

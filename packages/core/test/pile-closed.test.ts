@@ -50,7 +50,9 @@ function everyMethod(pile: Pile, ptr: PilePointer, raw: PilePointer): [string, (
 
 describe('pile after close()', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-closed-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-closed-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   for (const mapped of [false, true]) {

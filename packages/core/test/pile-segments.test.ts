@@ -13,7 +13,6 @@ const MiB = 1 << 20;
 /** Largest payload one segment holds: the segment minus its 64-byte header and one 16-byte block header. */
 const MAX_PAYLOAD = MiB - 64 - 16;
 
-
 /** A full collection without --expose-gc for the whole process. */
 function collectGarbage(): void {
   v8.setFlagsFromString('--expose-gc');
@@ -22,7 +21,9 @@ function collectGarbage(): void {
 
 describe('segments', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-segments-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-segments-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   describe('in memory', () => {
@@ -48,8 +49,23 @@ describe('segments', () => {
     /** Runs `fn` and returns the names of the fs calls it made (the core imports node:fs by binding, so patching the module is seen). */
     function fsCalls(fn: () => void): string[] {
       const fsMod = require('node:fs') as Record<string, unknown>;
-      const names = ['openSync', 'writeSync', 'writeFileSync', 'mkdirSync', 'renameSync', 'rmSync', 'unlinkSync', 'readSync',
-        'existsSync', 'statSync', 'fstatSync', 'fsyncSync', 'ftruncateSync', 'closeSync', 'readdirSync'];
+      const names = [
+        'openSync',
+        'writeSync',
+        'writeFileSync',
+        'mkdirSync',
+        'renameSync',
+        'rmSync',
+        'unlinkSync',
+        'readSync',
+        'existsSync',
+        'statSync',
+        'fstatSync',
+        'fsyncSync',
+        'ftruncateSync',
+        'closeSync',
+        'readdirSync',
+      ];
       const calls: string[] = [];
       const originals = names.map((k) => fsMod[k] as (...a: unknown[]) => unknown);
       names.forEach((k, i) => {
@@ -61,7 +77,9 @@ describe('segments', () => {
       try {
         fn();
       } finally {
-        names.forEach((k, i) => { fsMod[k] = originals[i]; });
+        names.forEach((k, i) => {
+          fsMod[k] = originals[i];
+        });
       }
       return calls;
     }
@@ -104,7 +122,10 @@ describe('segments', () => {
       const pile = openPile({ dir, segmentSize: MiB });
       expect(pile.persistent).to.equal(true);
       for (let i = 0; i < 10; i++) pile.put(Buffer.alloc(MiB / 4 - 1024, i)); // four to a segment
-      const segFiles = fs.readdirSync(dir).filter((f) => f.startsWith('seg-')).sort();
+      const segFiles = fs
+        .readdirSync(dir)
+        .filter((f) => f.startsWith('seg-'))
+        .sort();
       expect(segFiles).to.have.length(pile.stats.segmentCount);
       expect(pile.stats.segmentCount).to.equal(3);
       for (const f of segFiles) expect(fs.statSync(path.join(dir, f)).size).to.equal(MiB);
@@ -130,8 +151,14 @@ describe('segments', () => {
       let filled: number;
       beforeEach(() => {
         reserved = filled = 0;
-        segmentFiles.reserve = (fd, size) => { reserved++; return reserve(fd, size); };
-        segmentFiles.zeroFill = (fd, size) => { filled++; zeroFill(fd, size); };
+        segmentFiles.reserve = (fd, size) => {
+          reserved++;
+          return reserve(fd, size);
+        };
+        segmentFiles.zeroFill = (fd, size) => {
+          filled++;
+          zeroFill(fd, size);
+        };
       });
       afterEach(() => {
         segmentFiles.reserve = reserve;
@@ -160,7 +187,10 @@ describe('segments', () => {
       });
 
       it('written full of zeros where the file system can not reserve', () => {
-        segmentFiles.reserve = () => { reserved++; return os.constants.errno.EOPNOTSUPP; };
+        segmentFiles.reserve = () => {
+          reserved++;
+          return os.constants.errno.EOPNOTSUPP;
+        };
         fillThreeSegments();
         expect(reserved).to.equal(3);
         expect(filled).to.equal(3);

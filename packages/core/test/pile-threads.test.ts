@@ -15,7 +15,10 @@ describe('piles in worker threads', function () {
     buildCore();
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-threads-'));
     try {
-      const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'worker-piles.js'), tmp], { encoding: 'utf8', timeout: 100_000 });
+      const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'worker-piles.js'), tmp], {
+        encoding: 'utf8',
+        timeout: 100_000,
+      });
       expect(r.signal, r.stderr).to.equal(null);
       expect(r.stderr).to.equal('');
       expect(r.status).to.equal(0);

@@ -21,11 +21,24 @@ function expectExactStats(pile: Pile): void {
 
 describe('values', () => {
   let pile: Pile;
-  beforeEach(() => { pile = openPile({ segmentSize: MiB }); });
+  beforeEach(() => {
+    pile = openPile({ segmentSize: MiB });
+  });
   afterEach(() => pile.close());
 
   describe('strings and bytes bypass serialization', () => {
-    const strings = ['', 'a', 'hello, pile', 'é', '日本語のテキスト', '😀', '𝄞 music 🎼 and 🇫🇷 flags', 'a\u0000b', 'x'.repeat(5000), '\u{10FFFF}'];
+    const strings = [
+      '',
+      'a',
+      'hello, pile',
+      'é',
+      '日本語のテキスト',
+      '😀',
+      '𝄞 music 🎼 and 🇫🇷 flags',
+      'a\u0000b',
+      'x'.repeat(5000),
+      '\u{10FFFF}',
+    ];
     for (const s of strings) {
       it(`string ${JSON.stringify(s.length > 20 ? `${s.slice(0, 20)}...` : s)} round-trips as UTF-8`, () => {
         const p = pile.put(s);
@@ -114,14 +127,20 @@ describe('values', () => {
       ['specials', [null, true, false, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]],
       ['a nested object', { name: 'n', tags: ['a', 'b'], nested: { deep: { deeper: [1, { x: 'y' }] } }, empty: {}, none: null }],
       ['a Date', new Date(1700000000123)],
-      ['a Map', new Map<unknown, unknown>([[1, 'one'], ['two', { n: 2 }]])],
+      [
+        'a Map',
+        new Map<unknown, unknown>([
+          [1, 'one'],
+          ['two', { n: 2 }],
+        ]),
+      ],
       ['a Set', new Set([1, 'two', 3])],
       ['a bigint', 2n ** 63n - 1n],
       ['a bigint beyond 64 bits', 2n ** 70n + 5n],
       ['a Float64Array', new Float64Array([1.5, -2.25, Math.PI])],
       ['an Int32Array', new Int32Array([-1, 0, 2147483647])],
       ['bytes inside an object', { blob: Buffer.from([1, 2, 3]), list: [Buffer.from('x')] }],
-      ['unicode keys and values', { 'ключ': 'значение', '😀': '🎉', '𝄞': '\u{10FFFF}' }],
+      ['unicode keys and values', { ключ: 'значение', '😀': '🎉', '𝄞': '\u{10FFFF}' }],
       ['a number', 42],
       ['a float', 0.1],
       ['null', null],
@@ -150,13 +169,19 @@ describe('values', () => {
       expect(pile.stats).to.deep.equal(before);
       // set() refuses it the same way and keeps the old value.
       const p = pile.put({ kept: true });
-      expect(() => pile.set(p, circular)).to.throw(PileError).with.property('code', 'PILE_INVALID_OPTION');
+      expect(() => pile.set(p, circular))
+        .to.throw(PileError)
+        .with.property('code', 'PILE_INVALID_OPTION');
       expect(pile.get(p)).to.deep.equal({ kept: true });
       expect(pile.verify().ok).to.equal(true);
     });
 
     it('record structures are shared: a shape is stored once, not its keys in every record', () => {
-      const make = (i: number) => ({ aVeryLongFieldNameForTheFirstName: `f${i}`, anotherQuiteLongFieldName: i, yetAnotherLongishKey: i % 2 === 0 });
+      const make = (i: number) => ({
+        aVeryLongFieldNameForTheFirstName: `f${i}`,
+        anotherQuiteLongFieldName: i,
+        yetAnotherLongishKey: i % 2 === 0,
+      });
       const keyBytes = Object.keys(make(0)).join('').length;
       const ptrs = Array.from({ length: 100 }, (_, i) => pile.put(make(i)));
       for (let i = 0; i < ptrs.length; i++) {
@@ -231,11 +256,15 @@ describe('values', () => {
       const ptrs = Array.from({ length: 20 }, (_, i) => pile.put(`r${i}`));
       const base = pile.stats;
       for (let cycle = 0; cycle < 5; cycle++) {
-        ptrs.forEach((p, i) => { if (i % 2 === 0) pile.set(p, { big: 'g'.repeat(200 + cycle * 50), i }); });
+        ptrs.forEach((p, i) => {
+          if (i % 2 === 0) pile.set(p, { big: 'g'.repeat(200 + cycle * 50), i });
+        });
         expect(pile.stats.linkCount).to.equal(10);
         expect(pile.stats.objectCount).to.equal(20);
         expectExactStats(pile);
-        ptrs.forEach((p, i) => { if (i % 2 === 0) pile.set(p, `r${i}`); });
+        ptrs.forEach((p, i) => {
+          if (i % 2 === 0) pile.set(p, `r${i}`);
+        });
         expect(pile.stats.linkCount).to.equal(0);
         expect(pile.stats.allocatedBytes).to.equal(base.allocatedBytes);
         expectExactStats(pile);
@@ -309,7 +338,10 @@ describe('values', () => {
       for (let i = 0; i < 300; i++) live.set(pile.put(i % 3 === 0 ? `s${i}` : i % 3 === 1 ? { i } : Buffer.alloc(i % 50, i)), null);
       const ptrs = [...live.keys()];
       ptrs.forEach((p, i) => {
-        if (i % 5 === 0) { pile.delete(p); live.delete(p); } else if (i % 5 === 1) pile.set(p, 'grown '.repeat(60));
+        if (i % 5 === 0) {
+          pile.delete(p);
+          live.delete(p);
+        } else if (i % 5 === 1) pile.set(p, 'grown '.repeat(60));
       });
       const seen = [...pile.entries()];
       expect(seen.length).to.equal(live.size);

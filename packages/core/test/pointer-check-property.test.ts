@@ -108,7 +108,10 @@ describe('fast pointer check and full resolve', () => {
 
   it('agree on the pointers of the pile, stale ones included, and numbers next to them', () => {
     const fmt = new PointerFormat(pile.segmentSize);
-    fc.assert(fc.property(near(fmt), (p) => agree(p)), { seed: 15, numRuns: 20_000 });
+    fc.assert(
+      fc.property(near(fmt), (p) => agree(p)),
+      { seed: 15, numRuns: 20_000 },
+    );
   });
 
   it('agree on arbitrary numbers', () => {
@@ -118,7 +121,10 @@ describe('fast pointer check and full resolve', () => {
       fc.double({ noNaN: false }),
       fc.constantFrom(0, -0, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 2, Infinity, NaN),
     );
-    fc.assert(fc.property(anyNumber, (p) => agree(p)), { seed: 15, numRuns: 20_000 });
+    fc.assert(
+      fc.property(anyNumber, (p) => agree(p)),
+      { seed: 15, numRuns: 20_000 },
+    );
   });
 
   it('can tell: the pile holds live, stale, linked and raw pointers that each path sees', () => {

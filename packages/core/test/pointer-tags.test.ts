@@ -39,7 +39,9 @@ function expectRefused(pile: Pile, ptr: number, code: PileErrorCode): void {
 
 describe('pointers', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-pointer-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-pointer-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('are positive safe integers, distinct per record, and isPilePointer accepts them', () => {
@@ -64,7 +66,8 @@ describe('pointers', () => {
     for (const bad of [NULL_POINTER, 0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, Number.MAX_SAFE_INTEGER, 1e300]) {
       expectRefused(pile, bad, 'PILE_INVALID_POINTER');
     }
-    for (const bad of ['1', null, undefined, {}, 10n]) expectCode(() => pile.get(bad as unknown as PilePointer), 'PILE_INVALID_POINTER', String(bad));
+    for (const bad of ['1', null, undefined, {}, 10n])
+      expectCode(() => pile.get(bad as unknown as PilePointer), 'PILE_INVALID_POINTER', String(bad));
     pile.close();
   });
 
@@ -197,15 +200,18 @@ describe('pointers', () => {
       expect(live.has(n), `pointer ${n} read a record that was never given out`).to.equal(true);
       expect(value).to.equal(live.get(n));
     };
-    fc.assert(fc.property(
-      fc.oneof(
-        fc.maxSafeNat(),
-        fc.integer({ min: 1, max: 2 ** 40 }),
-        // Near a live pointer: other offsets and tags around real blocks.
-        fc.tuple(fc.constantFrom(...ptrs), fc.integer({ min: -4096, max: 4096 })).map(([p, d]) => p + d),
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.maxSafeNat(),
+          fc.integer({ min: 1, max: 2 ** 40 }),
+          // Near a live pointer: other offsets and tags around real blocks.
+          fc.tuple(fc.constantFrom(...ptrs), fc.integer({ min: -4096, max: 4096 })).map(([p, d]) => p + d),
+        ),
+        (n) => check(n),
       ),
-      (n) => check(n),
-    ), { numRuns: 3000 });
+      { numRuns: 3000 },
+    );
     pile.close();
   });
 

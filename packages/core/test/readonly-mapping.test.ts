@@ -10,8 +10,12 @@ import { openPile } from '../src';
 
 describe('read-only pile mappings', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-ro-map-')); });
-  afterEach(() => { fs.rmSync(dir, { recursive: true, force: true }); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-ro-map-'));
+  });
+  afterEach(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
 
   it('a store into a read-only rawBuffer stays in the process and never reaches the file', () => {
     const writer = openPile({ dir, segmentSize: 1 << 20 });

@@ -17,7 +17,11 @@ const ROOT = path.resolve(__dirname, '../../..');
 const CHILD = path.join(__dirname, 'fixtures', 'reopen-child.ts');
 
 function runChild(args: string[]): unknown {
-  const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', CHILD, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync(process.execPath, ['-r', 'ts-node/register/transpile-only', CHILD, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   if (r.status !== 0) throw new Error(`child ${args[0]} exited ${String(r.status)}: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
@@ -47,7 +51,10 @@ function expectRecords(pile: Pile, pointers: Record<number, number>): void {
  * read-only count (its public methods), and recovery and each of its walks (a named fault point).
  */
 function countWalks(fn: () => void): number {
-  const targets: [object, string][] = [[Allocator.prototype, 'rebuild'], [Allocator.prototype, 'countOnly']];
+  const targets: [object, string][] = [
+    [Allocator.prototype, 'rebuild'],
+    [Allocator.prototype, 'countOnly'],
+  ];
   let walks = 0;
   const saved = targets.map(([proto, name]) => (proto as Record<string, unknown>)[name] as (...a: unknown[]) => unknown);
   targets.forEach(([proto, name], i) => {
@@ -64,14 +71,18 @@ function countWalks(fn: () => void): number {
     fn();
   } finally {
     faultPoints.hit = undefined;
-    targets.forEach(([proto, name], i) => { (proto as Record<string, unknown>)[name] = saved[i]; });
+    targets.forEach(([proto, name], i) => {
+      (proto as Record<string, unknown>)[name] = saved[i];
+    });
   }
   return walks;
 }
 
 describe('persistence and reopen', () => {
   let dir: string;
-  beforeEach(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-reopen-')); });
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-reopen-'));
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('records of every kind, links and roots survive close and reopen', () => {
@@ -124,7 +135,9 @@ describe('persistence and reopen', () => {
     const ro = openPile({ dir, readonly: true });
     expectRecords(ro, first);
     expectRecords(ro, second);
-    expect(() => ro.put('x')).to.throw(PileError).with.property('code', 'PILE_READONLY');
+    expect(() => ro.put('x'))
+      .to.throw(PileError)
+      .with.property('code', 'PILE_READONLY');
     ro.close();
   });
 
@@ -140,7 +153,9 @@ describe('persistence and reopen', () => {
       }
     }
     // Saving the new shape needs a new catalog block: no room.
-    expect(() => pile.put({ brandNew: 1, shape: 2 })).to.throw(PileError).with.property('code', 'PILE_OUT_OF_SPACE');
+    expect(() => pile.put({ brandNew: 1, shape: 2 }))
+      .to.throw(PileError)
+      .with.property('code', 'PILE_OUT_OF_SPACE');
     for (const p of filler.slice(0, 3)) pile.delete(p);
     const fresh = pile.put({ brandNew: 3, shape: 4 });
     const again = pile.put({ old: 5 });
@@ -162,7 +177,12 @@ describe('persistence and reopen', () => {
     const listFile = path.join(dir, '..', `${path.basename(dir)}-pointers.json`);
     fs.writeFileSync(listFile, JSON.stringify(mine));
     try {
-      const child = runChild(['extend', dir, '200', '400', listFile]) as { pointers: Record<number, number>; mismatches: string[]; ranRecovery: boolean; objectCount: number };
+      const child = runChild(['extend', dir, '200', '400', listFile]) as {
+        pointers: Record<number, number>;
+        mismatches: string[];
+        ranRecovery: boolean;
+        objectCount: number;
+      };
       expect(child.mismatches).to.deep.equal([]);
       expect(child.ranRecovery).to.equal(false);
       expect(child.objectCount).to.equal(400);
@@ -206,11 +226,14 @@ describe('persistence and reopen', () => {
     // A copy of a pile that is still open: its meta file says "not closed cleanly".
     const copy = path.join(dir, 'copy');
     fs.mkdirSync(copy);
-    for (const f of fs.readdirSync(path.join(dir, 'live'))) if (f !== 'pile.lock') fs.copyFileSync(path.join(dir, 'live', f), path.join(copy, f));
+    for (const f of fs.readdirSync(path.join(dir, 'live')))
+      if (f !== 'pile.lock') fs.copyFileSync(path.join(dir, 'live', f), path.join(copy, f));
     pile.close();
     const phases: string[] = [];
     let reopened: Pile | undefined;
-    const walks = countWalks(() => { reopened = openPile({ dir: copy, onProgress: (p) => phases.push(p.phase) }); });
+    const walks = countWalks(() => {
+      reopened = openPile({ dir: copy, onProgress: (p) => phases.push(p.phase) });
+    });
     expect(walks).to.be.greaterThan(0);
     expect(phases).to.include('recover');
     expect(reopened!.lastRecovery.ran).to.equal(true);
@@ -233,7 +256,10 @@ describe('persistence and reopen', () => {
       }
     }
 
-    for (const [label, file] of [['meta file', 'pile.meta'], ['segment file', 'seg-000000.pile']] as const) {
+    for (const [label, file] of [
+      ['meta file', 'pile.meta'],
+      ['segment file', 'seg-000000.pile'],
+    ] as const) {
       it(`a ${label} of a newer format version is refused with PILE_FORMAT_VERSION, naming the file; the pile is left intact`, () => {
         let pile = openPile({ dir, segmentSize: MiB });
         const p = pile.put('survives');

@@ -18,14 +18,21 @@ const SHORT = 1_040_384; // 1 MiB less 8 KiB: the file a short write left in the
 describe('segments on a full disk', function () {
   this.timeout(120_000);
   let tmp: string;
-  beforeEach(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-full-')); });
-  afterEach(() => { fs.rmSync(tmp, { recursive: true, force: true }); });
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-full-'));
+  });
+  afterEach(() => {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
 
   it('a short zero-fill write fails the put with PILE_OUT_OF_SPACE (ENOSPC), not SIGBUS; every acknowledged record reopens', () => {
     buildCore();
     const dir = path.join(tmp, 'p');
     // Room for segment 0 and all but 8 KiB of segment 1.
-    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'full-disk-writer.js'), dir, String(MiB + SHORT)], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'full-disk-writer.js'), dir, String(MiB + SHORT)], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(r.signal, r.stderr).to.equal(null);
     expect(r.status, r.stderr).to.equal(0);
     const out = JSON.parse(r.stdout) as { acked: PilePointer[]; code: string; message: string };

@@ -133,8 +133,14 @@ describe('segment pages faulted in ahead of the writer', function () {
       const firstTail = new Map<number, number>();
       for (let i = 0; i < puts; i++) {
         const generic = i % 5 === 0;
-        const ptr = generic ? pile.put({ id: i, name: `generic ${i}`, price: i / 4 }) : view.put({ id: i, name: `record ${i}`, price: i / 4 });
-        expect(generic ? pile.get(ptr) : view.get(ptr)).to.deep.equal({ id: i, name: `${generic ? 'generic' : 'record'} ${i}`, price: i / 4 });
+        const ptr = generic
+          ? pile.put({ id: i, name: `generic ${i}`, price: i / 4 })
+          : view.put({ id: i, name: `record ${i}`, price: i / 4 });
+        expect(generic ? pile.get(ptr) : view.get(ptr)).to.deep.equal({
+          id: i,
+          name: `${generic ? 'generic' : 'record'} ${i}`,
+          price: i / 4,
+        });
         const tail = alloc.tailAddr;
         if (tail === 0 || tail === tailAtOpen) continue;
         const seg = Math.floor(tail / segmentSize);
@@ -207,7 +213,10 @@ describe('segment pages faulted in ahead of the writer', function () {
 
   it('worker threads that fill piles can be terminated at any moment (no page jobs run for them)', () => {
     buildCore();
-    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'worker-terminate.js'), '24'], { encoding: 'utf8', timeout: 50_000 });
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'worker-terminate.js'), '24'], {
+      encoding: 'utf8',
+      timeout: 50_000,
+    });
     expect(r.signal, r.stderr).to.equal(null);
     expect(r.status, r.stderr).to.equal(0);
     expect(r.stdout).to.equal('terminated 24\n');

@@ -7,7 +7,19 @@ import { z } from 'zod';
 import { openPile } from '../src/Pile';
 
 const Big = z.object({ id: z.number(), n: z.bigint(), list: z.array(z.bigint()), maybe: z.bigint().optional() });
-const EDGES = [0n, 1n, -1n, 2n ** 63n - 1n, -(2n ** 63n), 2n ** 63n, -(2n ** 63n) - 1n, 2n ** 64n, 2n ** 70n, -(2n ** 100n), 10n ** 40n + 7n];
+const EDGES = [
+  0n,
+  1n,
+  -1n,
+  2n ** 63n - 1n,
+  -(2n ** 63n),
+  2n ** 63n,
+  -(2n ** 63n) - 1n,
+  2n ** 64n,
+  2n ** 70n,
+  -(2n ** 100n),
+  10n ** 40n + 7n,
+];
 
 describe('typed bigints of any size', () => {
   it('z.bigint() stores values beyond int64 and gives them back by get, field and inspect, also after a reopen', () => {
@@ -39,9 +51,12 @@ describe('typed bigints of any size', () => {
   it('round-trips any bigint (property), int64 bounds keep 8 fixed bytes', () => {
     const pile = openPile({ segmentSize: 1 << 20 });
     const view = pile.schema('p', z.object({ n: z.bigint() }));
-    fc.assert(fc.property(fc.oneof(fc.bigInt(), fc.bigInt({ min: -(2n ** 300n), max: 2n ** 300n })), (n) => {
-      expect(view.get(view.put({ n }))).to.deep.equal({ n });
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(fc.oneof(fc.bigInt(), fc.bigInt({ min: -(2n ** 300n), max: 2n ** 300n })), (n) => {
+        expect(view.get(view.put({ n }))).to.deep.equal({ n });
+      }),
+      { numRuns: 500 },
+    );
     // A bounded bigint that fits int64 stays the 8-byte int64 layout, and its bounds are still checked.
     const small = pile.schema('s', z.object({ n: z.bigint().min(-5n).max(5n) }));
     expect(small.get(small.put({ n: -5n }))).to.deep.equal({ n: -5n });

@@ -20,7 +20,11 @@ const schema = z.object({
 type Value = z.output<typeof schema>;
 
 // Strings without lone surrogates: UTF-8 cannot hold those (they are refused, tested separately).
-const text = fc.oneof(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme-ascii', maxLength: 200 }));
+const text = fc.oneof(
+  fc.string({ unit: 'grapheme' }),
+  fc.string({ unit: 'binary' }),
+  fc.string({ unit: 'grapheme-ascii', maxLength: 200 }),
+);
 const value: fc.Arbitrary<Value> = fc.record(
   {
     id: fc.integer({ min: -1_000_000, max: 1_000_000 }).chain((n) => fc.constantFrom(n, n === 0 ? -0 : n)),

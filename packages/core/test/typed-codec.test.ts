@@ -71,7 +71,19 @@ describe('typed codec', () => {
     it('numbers as float64, exact for edge values', () => {
       expect(kindOf(z.number())).to.equal('float64');
       expect(kindOf(z.number().int())).to.equal('float64');
-      checkValues(z.number(), [0, -0, 1.5, -1e-300, NaN, Infinity, -Infinity, 2 ** 53 - 1, -(2 ** 53) + 1, Number.MIN_VALUE, Number.MAX_VALUE]);
+      checkValues(z.number(), [
+        0,
+        -0,
+        1.5,
+        -1e-300,
+        NaN,
+        Infinity,
+        -Infinity,
+        2 ** 53 - 1,
+        -(2 ** 53) + 1,
+        Number.MIN_VALUE,
+        Number.MAX_VALUE,
+      ]);
       checkValues(z.number().int(), [0, -0, 2 ** 53 - 1, -(2 ** 53) + 1, 2 ** 31, -(2 ** 31)]);
     });
 
@@ -79,13 +91,35 @@ describe('typed codec', () => {
       const small = z.number().int().min(-1000).max(1000);
       expect(kindOf(small)).to.equal('int32');
       expect(kindOf(z.number().int().gt(-5).lt(5))).to.equal('int32');
-      expect(kindOf(z.number().int().nonnegative().max(2 ** 31 - 1))).to.equal('int32');
+      expect(
+        kindOf(
+          z
+            .number()
+            .int()
+            .nonnegative()
+            .max(2 ** 31 - 1),
+        ),
+      ).to.equal('int32');
       // int32's full range leaves no spare value for -0, and uint32 exceeds int32: both stay exact as float64.
       expect(kindOf(z.int32())).to.equal('float64');
       expect(kindOf(z.uint32())).to.equal('float64');
-      expect(kindOf(z.number().int().max(2 ** 31))).to.equal('float64');
+      expect(
+        kindOf(
+          z
+            .number()
+            .int()
+            .max(2 ** 31),
+        ),
+      ).to.equal('float64');
       checkValues(small, [0, -0, -1000, 1000, 7, -7]);
-      checkValues(z.number().int().min(-(2 ** 31) + 1).max(2 ** 31 - 1), [2 ** 31 - 1, -(2 ** 31) + 1, -0]);
+      checkValues(
+        z
+          .number()
+          .int()
+          .min(-(2 ** 31) + 1)
+          .max(2 ** 31 - 1),
+        [2 ** 31 - 1, -(2 ** 31) + 1, -0],
+      );
     });
 
     it('int32 fields refuse what they cannot hold, even without validate', () => {
@@ -98,14 +132,27 @@ describe('typed codec', () => {
     });
 
     it('strings as UTF-8, including empty, long, non-BMP and NUL', () => {
-      checkValues(z.string(), ['', 'a', 'héllo wörld', '🎉👍🏽 family 👨‍👩‍👧', '\u0000x\u0000', 'x'.repeat(100_000), '中文字符', '\uFFFF\u{10FFFF}']);
+      checkValues(z.string(), [
+        '',
+        'a',
+        'héllo wörld',
+        '🎉👍🏽 family 👨‍👩‍👧',
+        '\u0000x\u0000',
+        'x'.repeat(100_000),
+        '中文字符',
+        '\uFFFF\u{10FFFF}',
+      ]);
     });
 
     it('refuses lone surrogates (UTF-8 cannot hold them; they would read back as U+FFFD)', () => {
       const codec = compileSchema(z.object({ s: z.string() }));
       const buf = Buffer.alloc(64);
       const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-      expectPileError(() => codec.encode({ s: 'a\uD800b\uDC00' }, buf, view, 0, 64), 'PILE_SCHEMA_VIOLATION', 's: a string with a lone surrogate (U+D800 at index 1)');
+      expectPileError(
+        () => codec.encode({ s: 'a\uD800b\uDC00' }, buf, view, 0, 64),
+        'PILE_SCHEMA_VIOLATION',
+        's: a string with a lone surrogate (U+D800 at index 1)',
+      );
       expect(roundTrip(codec, { s: 'a\uD83D\uDE00b' })).to.deep.equal({ s: 'a\uD83D\uDE00b' });
     });
 
@@ -116,7 +163,10 @@ describe('typed codec', () => {
     it('bigints of any size; bounds within int64 keep the 8-byte int64 layout and refuse values out of range', () => {
       expect(kindOf(z.bigint())).to.equal('bigint');
       checkValues(z.bigint(), [0n, -1n, 1n, 2n ** 63n - 1n, -(2n ** 63n), 123456789012345678n, 2n ** 63n, -(2n ** 63n) - 1n, 2n ** 200n]);
-      const bounded = z.bigint().min(-(2n ** 63n)).max(2n ** 63n - 1n);
+      const bounded = z
+        .bigint()
+        .min(-(2n ** 63n))
+        .max(2n ** 63n - 1n);
       expect(kindOf(bounded)).to.equal('int64');
       checkValues(bounded, [0n, -1n, 2n ** 63n - 1n, -(2n ** 63n)]);
       const codec = compileSchema(z.object({ b: bounded }));
@@ -233,7 +283,15 @@ describe('typed codec', () => {
       );
       const v = { d: 'y', r: [1], c: 2, l: { q: true }, p: 'a@b.co', t: 'id-5' as const, n: 'n' };
       expect(roundTrip(codec, v)).to.deep.equal(v);
-      expect(codec.descriptor.fields.map((f) => f.type.kind)).to.deep.equal(['string', 'array', 'float64', 'object', 'string', 'string', 'string']);
+      expect(codec.descriptor.fields.map((f) => f.type.kind)).to.deep.equal([
+        'string',
+        'array',
+        'float64',
+        'object',
+        'string',
+        'string',
+        'string',
+      ]);
     });
 
     it('writes at any aligned offset and decodes records packed back to back', () => {
@@ -265,7 +323,12 @@ describe('typed codec', () => {
 
   describe('violations', () => {
     const codec = compileSchema(
-      z.object({ id: z.number(), name: z.string(), items: z.array(z.object({ name: z.string(), qty: z.number() })), meta: z.object({ ok: z.boolean() }) }),
+      z.object({
+        id: z.number(),
+        name: z.string(),
+        items: z.array(z.object({ name: z.string(), qty: z.number() })),
+        meta: z.object({ ok: z.boolean() }),
+      }),
     );
     const good = { id: 1, name: 'n', items: [{ name: 'a', qty: 1 }], meta: { ok: true } };
 
@@ -394,7 +457,12 @@ describe('typed codec', () => {
 
   describe('schema evolution', () => {
     const v1 = z.object({ id: z.number(), name: z.string() });
-    const v2 = z.object({ id: z.number(), name: z.string(), tags: z.array(z.string()).optional(), meta: z.object({ a: z.number() }).nullish() });
+    const v2 = z.object({
+      id: z.number(),
+      name: z.string(),
+      tags: z.array(z.string()).optional(),
+      meta: z.object({ a: z.number() }).nullish(),
+    });
     const c1 = compileSchema(v1);
     const c2 = compileSchema(v2);
 
@@ -457,9 +525,16 @@ describe('typed codec', () => {
 
     it('ignores validation-only differences and follows layout differences', () => {
       const base = compileSchema(schema).fingerprint;
-      expect(compileSchema(z.object({ id: z.number().positive(), name: z.string().min(2), tags: z.array(z.enum(['a', 'b'])).optional() })).fingerprint).to.equal(base);
-      expect(compileSchema(z.object({ id: z.number(), name: z.string(), tags: z.array(z.enum(['b', 'a'])).optional() })).fingerprint).to.not.equal(base);
-      expect(compileSchema(z.object({ id: z.bigint(), name: z.string(), tags: z.array(z.enum(['a', 'b'])).optional() })).fingerprint).to.not.equal(base);
+      expect(
+        compileSchema(z.object({ id: z.number().positive(), name: z.string().min(2), tags: z.array(z.enum(['a', 'b'])).optional() }))
+          .fingerprint,
+      ).to.equal(base);
+      expect(
+        compileSchema(z.object({ id: z.number(), name: z.string(), tags: z.array(z.enum(['b', 'a'])).optional() })).fingerprint,
+      ).to.not.equal(base);
+      expect(
+        compileSchema(z.object({ id: z.bigint(), name: z.string(), tags: z.array(z.enum(['a', 'b'])).optional() })).fingerprint,
+      ).to.not.equal(base);
     });
   });
 

@@ -25,7 +25,14 @@ type Item = z.infer<typeof Item>;
 const KEYS = ['id', 'name', 'price', 'tags', 'active', 'note'] as const;
 
 function item(i: number, grow = 0): Item {
-  return { id: i, name: `item ${i}${'x'.repeat(grow)}`, price: i / 7, tags: i % 2 === 0 ? [] : ['a', `t${i}`], active: i % 3 === 0, note: i % 5 === 0 ? null : `n${i}` };
+  return {
+    id: i,
+    name: `item ${i}${'x'.repeat(grow)}`,
+    price: i / 7,
+    tags: i % 2 === 0 ? [] : ['a', `t${i}`],
+    active: i % 3 === 0,
+    note: i % 5 === 0 ? null : `n${i}`,
+  };
 }
 
 /** The byte offset of the block `ptr` names, in its segment file. */
@@ -151,7 +158,11 @@ describe('typed field access: view.field() compiled per pile', () => {
     const view = open('a').schema('item', Item);
     const ptr = view.put(item(1));
     const bad = [0, -1, -ptr, 1.5, ptr + 0.5, Number.NaN, Infinity, 2 ** 53, Number.MAX_SAFE_INTEGER, 8, ptr + 1, ptr + 2 ** 30 * 64];
-    for (const p of bad) expect(refusal(() => view.field(p as PilePointer, 'id')), `pointer ${p}`).to.be.oneOf(['PILE_INVALID_POINTER', 'PILE_STALE_POINTER']);
+    for (const p of bad)
+      expect(
+        refusal(() => view.field(p as PilePointer, 'id')),
+        `pointer ${p}`,
+      ).to.be.oneOf(['PILE_INVALID_POINTER', 'PILE_STALE_POINTER']);
   });
 
   it('an unknown field is PILE_INVALID_OPTION; a closed pile is PILE_CLOSED', () => {
@@ -245,7 +256,8 @@ describe('typed field access: view.field() compiled per pile', () => {
               }
               // A dead pointer is refused: stale when a newer block starts where it points, invalid
               // when its offset now lies inside a block that merged over it.
-              for (const d of dead) if (!live.has(d)) expect(refusal(() => view.field(d, 'id'))).to.be.oneOf(['PILE_STALE_POINTER', 'PILE_INVALID_POINTER']);
+              for (const d of dead)
+                if (!live.has(d)) expect(refusal(() => view.field(d, 'id'))).to.be.oneOf(['PILE_STALE_POINTER', 'PILE_INVALID_POINTER']);
             }
             for (const [p, v] of live) for (const k of KEYS) expect(view.field(p, k)).to.deep.equal(v[k]);
           } finally {

@@ -31,7 +31,10 @@ describe('inspect: typed records read back without their schema', () => {
     placed: new Date(1_700_000_000_000),
     status: 'paid' as const,
     note: null,
-    lines: [{ sku: 'A-1', qty: 3, big: 2n ** 60n }, { sku: '', qty: -1, big: -5n }],
+    lines: [
+      { sku: 'A-1', qty: 3, big: 2n ** 60n },
+      { sku: '', qty: -1, big: -5n },
+    ],
     blob: new Uint8Array([1, 2, 255]),
   };
 
@@ -43,7 +46,9 @@ describe('inspect: typed records read back without their schema', () => {
 
     pile = openPile({ dir });
     try {
-      expect(() => pile.get(ptr)).to.throw(PileError).with.property('code', 'PILE_SCHEMA_MISMATCH');
+      expect(() => pile.get(ptr))
+        .to.throw(PileError)
+        .with.property('code', 'PILE_SCHEMA_MISMATCH');
       const seen = pile.inspect(ptr) as typeof order;
       expect(seen).to.deep.equal(order);
       expect(Object.is(seen.total, -0)).to.equal(true);
@@ -67,7 +72,9 @@ describe('inspect: typed records read back without their schema', () => {
     try {
       expect(pile.inspect(old)).to.deep.equal({ a: 1, b: 'x' });
       expect(pile.inspect(neu)).to.deep.equal({ a: 2, b: 'y', c: 3 });
-      expect(() => pile.inspect(0 as never)).to.throw(PileError).with.property('code', 'PILE_INVALID_POINTER');
+      expect(() => pile.inspect(0 as never))
+        .to.throw(PileError)
+        .with.property('code', 'PILE_INVALID_POINTER');
     } finally {
       pile.close();
     }

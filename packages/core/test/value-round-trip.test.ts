@@ -5,12 +5,24 @@ import { expectPileError } from './fixtures/expect-error';
 
 describe('values that would not read back as they were put are refused', () => {
   let pile: Pile;
-  beforeEach(() => { pile = openPile({ segmentSize: 1 << 20 }); });
+  beforeEach(() => {
+    pile = openPile({ segmentSize: 1 << 20 });
+  });
   afterEach(() => pile.close());
 
   it('a function, alone or inside a value, is refused (msgpack would store undefined)', () => {
     expectPileError(() => pile.put(() => 1), 'PILE_INVALID_OPTION', 'a function');
-    expectPileError(() => pile.put({ a: 1, f: function named() { return 1; } }), 'PILE_INVALID_OPTION', 'a function (named)');
+    expectPileError(
+      () =>
+        pile.put({
+          a: 1,
+          f: function named() {
+            return 1;
+          },
+        }),
+      'PILE_INVALID_OPTION',
+      'a function (named)',
+    );
     expectPileError(() => pile.put([1, () => 2]), 'PILE_INVALID_OPTION', 'a function');
     const p = pile.put({ a: 1 });
     expectPileError(() => pile.set(p, { a: () => 1 }), 'PILE_INVALID_OPTION', 'a function');
@@ -40,7 +52,9 @@ describe('values that would not read back as they were put are refused', () => {
   });
 
   it('nested values that would change are refused with their path; nothing is written', () => {
-    class Point { constructor(public x: number) {} }
+    class Point {
+      constructor(public x: number) {}
+    }
     const cases: [unknown, string][] = [
       [{ a: { s: 'x\ud800' } }, 'value.a.s: a string with a lone surrogate'],
       [['ok', ['\udc00']], 'value[1][0]: a string with a lone surrogate'],
@@ -68,7 +82,10 @@ describe('values that would not read back as they were put are refused', () => {
 
   it('Maps, Sets, Dates, typed arrays, null-prototype objects and undefined round-trip exactly', () => {
     const v = {
-      m: new Map<unknown, unknown>([['a', 1], [2, { b: [1, 2] }]]),
+      m: new Map<unknown, unknown>([
+        ['a', 1],
+        [2, { b: [1, 2] }],
+      ]),
       s: new Set(['x', 3]),
       d: new Date(1234),
       f: new Float64Array([1.5, -2]),
@@ -99,4 +116,3 @@ describe('values that would not read back as they were put are refused', () => {
     expect(pile.stats.objectCount).to.equal(0);
   });
 });
-

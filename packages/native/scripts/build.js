@@ -19,9 +19,11 @@ if (!['c++', 'g++', 'clang++'].some(onPath)) missing.push('a C++17 compiler (g++
 if (!['make', 'gmake'].some(onPath)) missing.push('make');
 if (!['python3', 'python'].some(onPath)) missing.push('python3');
 if (missing.length > 0) {
-  console.error(`pile-native-build: can not build @pile/native for ${process.platform}-${process.arch}: ${missing.join(', ')} not found.\n` +
-    'Install them (Debian/Ubuntu: apt-get install g++ make python3; Fedora: dnf install gcc-c++ make python3; ' +
-    'Alpine: apk add g++ make python3; macOS: xcode-select --install), then run this again.');
+  console.error(
+    `pile-native-build: can not build @pile/native for ${process.platform}-${process.arch}: ${missing.join(', ')} not found.\n` +
+      'Install them (Debian/Ubuntu: apt-get install g++ make python3; Fedora: dnf install gcc-c++ make python3; ' +
+      'Alpine: apk add g++ make python3; macOS: xcode-select --install), then run this again.',
+  );
   process.exit(1);
 }
 
@@ -31,7 +33,11 @@ function nodeGyp() {
     process.env.npm_config_node_gyp,
     path.join(path.dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'),
   ];
-  try { candidates.push(require.resolve('node-gyp/bin/node-gyp.js', { paths: [root] })); } catch { /* not installed */ }
+  try {
+    candidates.push(require.resolve('node-gyp/bin/node-gyp.js', { paths: [root] }));
+  } catch {
+    /* not installed */
+  }
   const found = candidates.find((c) => c !== undefined && fs.existsSync(c));
   return found !== undefined ? [process.execPath, found] : [process.platform === 'win32' ? 'npx.cmd' : 'npx', '-y', 'node-gyp'];
 }
@@ -39,14 +45,17 @@ function nodeGyp() {
 // Node's own headers when they are installed beside it: no download from nodejs.org.
 const env = { ...process.env };
 const prefix = path.join(path.dirname(process.execPath), '..');
-if (env.npm_config_nodedir === undefined && fs.existsSync(path.join(prefix, 'include', 'node', 'node_api.h'))) env.npm_config_nodedir = prefix;
+if (env.npm_config_nodedir === undefined && fs.existsSync(path.join(prefix, 'include', 'node', 'node_api.h')))
+  env.npm_config_nodedir = prefix;
 const [cmd, ...args] = nodeGyp();
 const r = spawnSync(cmd, [...args, 'rebuild', '--release'], { cwd: addon, stdio: 'inherit', env });
 if (r.status !== 0) {
   console.error(`pile-native-build: node-gyp failed (exit ${r.status}); its output above says why.`);
   process.exit(1);
 }
-const check = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(path.join(addon, 'build', 'Release', 'pile_native.node'))})`], { encoding: 'utf8' });
+const check = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(path.join(addon, 'build', 'Release', 'pile_native.node'))})`], {
+  encoding: 'utf8',
+});
 if (check.status !== 0) {
   console.error(`pile-native-build: the build does not load: ${check.stderr}`);
   process.exit(1);

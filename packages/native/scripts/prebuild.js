@@ -14,22 +14,26 @@ const root = path.join(__dirname, '..');
 // distribution's nodejs-dev, or an official tarball): no download from nodejs.org.
 const localHeaders = path.join(path.dirname(process.execPath), '..', 'include', 'node', 'node_api.h');
 const env = { ...process.env };
-if (env.npm_config_nodedir === undefined && fs.existsSync(localHeaders)) env.npm_config_nodedir = path.join(path.dirname(process.execPath), '..');
+if (env.npm_config_nodedir === undefined && fs.existsSync(localHeaders))
+  env.npm_config_nodedir = path.join(path.dirname(process.execPath), '..');
 Object.assign(process.env, env);
 
-prebuildify({
-  cwd: path.join(root, 'addon'),
-  out: root,
-  name: '@pile/native',
-  napi: true,
-  strip: true,
-  targets: [process.versions.node],
-}, (err) => {
-  if (err) {
-    console.error(`prebuild failed: ${err.message}`);
-    process.exit(1);
-  }
-  fs.rmSync(path.join(root, 'addon', 'build'), { recursive: true, force: true });
-  writeSourceHash();
-  console.log(`prebuilt ${process.platform}-${process.arch} from source ${require('./source-hash').sourceHash()}`);
-});
+prebuildify(
+  {
+    cwd: path.join(root, 'addon'),
+    out: root,
+    name: '@pile/native',
+    napi: true,
+    strip: true,
+    targets: [process.versions.node],
+  },
+  (err) => {
+    if (err) {
+      console.error(`prebuild failed: ${err.message}`);
+      process.exit(1);
+    }
+    fs.rmSync(path.join(root, 'addon', 'build'), { recursive: true, force: true });
+    writeSourceHash();
+    console.log(`prebuilt ${process.platform}-${process.arch} from source ${require('./source-hash').sourceHash()}`);
+  },
+);

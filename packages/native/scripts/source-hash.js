@@ -12,7 +12,10 @@ const HASH_FILE = path.join(root, 'prebuilds', 'SOURCE-SHA256');
 
 function sourceHash() {
   const h = crypto.createHash('sha256');
-  for (const name of fs.readdirSync(addonDir).filter((n) => /\.(cc|h|gyp)$/.test(n)).sort()) {
+  for (const name of fs
+    .readdirSync(addonDir)
+    .filter((n) => /\.(cc|h|gyp)$/.test(n))
+    .sort()) {
     h.update(`${name}\0`);
     h.update(fs.readFileSync(path.join(addonDir, name)));
   }
@@ -26,7 +29,11 @@ function writeSourceHash() {
 }
 
 function recordedHash() {
-  try { return fs.readFileSync(HASH_FILE, 'utf8').trim(); } catch { return undefined; }
+  try {
+    return fs.readFileSync(HASH_FILE, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
 }
 
 module.exports = { sourceHash, writeSourceHash, recordedHash, HASH_FILE };

@@ -262,7 +262,13 @@ export interface NativeBinding {
   /** Whether {@link MappedRange.warm} can use MADV_POPULATE_READ here (Linux 5.14+). */
   populateReadSupported(): boolean;
   /** madvise advice values for {@link Mapping.advise}. */
-  readonly ADVICE: { readonly NORMAL: number; readonly RANDOM: number; readonly SEQUENTIAL: number; readonly WILLNEED: number; readonly DONTNEED: number };
+  readonly ADVICE: {
+    readonly NORMAL: number;
+    readonly RANDOM: number;
+    readonly SEQUENTIAL: number;
+    readonly WILLNEED: number;
+    readonly DONTNEED: number;
+  };
   readonly pageSize: number;
   /**
    * posix_fallocate(fd, 0, length): allocates the file's disk blocks. 0, or the errno:
@@ -304,9 +310,9 @@ function load(): NativeBinding {
   }
   const error = new Error(
     `@pile/native has no binary for ${platformName()}, Node ${process.versions.node}. ` +
-    'Prebuilt binaries ship for linux-x64 with glibc. To build it from source here, install a C++17 compiler ' +
-    '(g++ 8+ or clang 7+), make and python3 (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install), ' +
-    `then run: npx pile-native-build   (${tried.join('; ')})`,
+      'Prebuilt binaries ship for linux-x64 with glibc. To build it from source here, install a C++17 compiler ' +
+      '(g++ 8+ or clang 7+), make and python3 (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install), ' +
+      `then run: npx pile-native-build   (${tried.join('; ')})`,
   ) as Error & { code: string };
   error.code = 'PILE_NATIVE_UNAVAILABLE';
   throw error;

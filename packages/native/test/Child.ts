@@ -13,8 +13,12 @@ export class Child {
 
   constructor(script: string, stdio: StdioOptions = ['ignore', 'pipe', 'pipe']) {
     this.proc = spawn(process.execPath, ['-e', script], { stdio });
-    this.proc.stdout!.setEncoding('utf8').on('data', (d: string) => { this.out += d; });
-    this.proc.stderr!.setEncoding('utf8').on('data', (d: string) => { this.err += d; });
+    this.proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      this.out += d;
+    });
+    this.proc.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      this.err += d;
+    });
     this.exited = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
   }
 

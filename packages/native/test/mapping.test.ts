@@ -16,8 +16,12 @@ function rss(): { file: number; anon: number } {
 
 describe('native mappings', () => {
   let tmp: string;
-  beforeEach(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-native-')); });
-  afterEach(() => { fs.rmSync(tmp, { recursive: true, force: true }); });
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-native-'));
+  });
+  afterEach(() => {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
 
   function fileOf(size: number): { file: string; fd: number } {
     const file = path.join(tmp, 'f.bin');
@@ -73,7 +77,9 @@ describe('native mappings', () => {
     // A read-only descriptor can not be mapped for writing.
     const ro2 = fs.openSync(file, 'r');
     try {
-      expect(() => new native.Mapping(ro2, MiB, 0, true, file)).to.throw().with.property('code', 'EACCES');
+      expect(() => new native.Mapping(ro2, MiB, 0, true, file))
+        .to.throw()
+        .with.property('code', 'EACCES');
     } finally {
       fs.closeSync(ro2);
     }
@@ -137,7 +143,10 @@ describe('native mappings', () => {
     fs.closeSync(fd);
     const a = new native.Mapping(-1, size, 0, true);
     const before = rss();
-    for (let i = 0; i < size; i += PAGE) { m.buffer[i] = 1; a.buffer[i] = 1; }
+    for (let i = 0; i < size; i += PAGE) {
+      m.buffer[i] = 1;
+      a.buffer[i] = 1;
+    }
     const touched = rss();
     expect(touched.file - before.file).to.be.greaterThan(size * 0.75);
     expect(touched.anon - before.anon).to.be.greaterThan(size * 0.75);
@@ -162,11 +171,15 @@ describe('native mappings', () => {
     }
     expect(() => new native.Mapping(-1, 0, 0, true)).to.throw(RangeError, /length/);
     expect(() => new native.Mapping(-1, PAGE, 1, true)).to.throw(RangeError, /page size/);
-    expect(() => new native.Mapping(-1, 2 ** 50, 0, true)).to.throw().with.property('code', 'ENOMEM');
+    expect(() => new native.Mapping(-1, 2 ** 50, 0, true))
+      .to.throw()
+      .with.property('code', 'ENOMEM');
     expect(() => (native.Mapping as unknown as (...a: unknown[]) => unknown)('x')).to.throw(TypeError);
     const m = new native.Mapping(-1, PAGE * 4, 0, true);
     expect(() => m.sync(PAGE, PAGE * 4)).to.throw(RangeError);
-    expect(() => m.advise(0, PAGE, 12345)).to.throw().with.property('code', 'EINVAL');
+    expect(() => m.advise(0, PAGE, 12345))
+      .to.throw()
+      .with.property('code', 'EINVAL');
     m.advise(0, PAGE * 4, native.ADVICE.WILLNEED);
     m.unmap();
   });

@@ -35,7 +35,10 @@ describe('native multi-process primitives', function () {
   });
 
   function child(script: string, stdio?: ConstructorParameters<typeof Child>[1]): Child {
-    const c = new Child(`const { native } = require(${NATIVE}); const fs = require('node:fs'); const file = ${JSON.stringify(file)};\n${script}`, stdio);
+    const c = new Child(
+      `const { native } = require(${NATIVE}); const fs = require('node:fs'); const file = ${JSON.stringify(file)};\n${script}`,
+      stdio,
+    );
     children.push(c);
     return c;
   }
@@ -112,7 +115,9 @@ describe('native multi-process primitives', function () {
       await holder.kill();
       expect(mutex.lock()).to.equal(OWNER_DEAD);
       mutex.unlock();
-      expect(() => mutex.lock()).to.throw().that.includes({ code: 'ENOTRECOVERABLE', syscall: 'pthread_mutex_lock', path: file, offset: MUTEX });
+      expect(() => mutex.lock())
+        .to.throw()
+        .that.includes({ code: 'ENOTRECOVERABLE', syscall: 'pthread_mutex_lock', path: file, offset: MUTEX });
       const other = child(`${MAP} try { mutex.tryLock(); } catch (e) { process.stdout.write(e.code); }`);
       expect(await other.done()).to.equal('ENOTRECOVERABLE');
       mutex.init();
@@ -124,10 +129,13 @@ describe('native multi-process primitives', function () {
 
     it('a worker thread terminated while holding it gives the next locker OWNER_DEAD (the holder is a thread)', async () => {
       const { mapping, mutex } = open();
-      const worker = new Worker(`const { native } = require(${NATIVE}); const fs = require('node:fs'); const file = ${JSON.stringify(file)};
+      const worker = new Worker(
+        `const { native } = require(${NATIVE}); const fs = require('node:fs'); const file = ${JSON.stringify(file)};
         const { parentPort } = require('node:worker_threads');
         ${MAP} if (mutex.lock() !== native.MUTEX.LOCKED) throw new Error('not locked');
-        parentPort.postMessage('held'); for (;;) {}`, { eval: true });
+        parentPort.postMessage('held'); for (;;) {}`,
+        { eval: true },
+      );
       await new Promise<void>((resolve, reject) => {
         worker.once('message', () => resolve());
         worker.once('error', reject);
@@ -158,12 +166,20 @@ describe('native multi-process primitives', function () {
     it('refuses misuse with the errno, the call, the file and the offset', () => {
       const { mapping, mutex } = open();
       expect(mutex.lock()).to.equal(LOCKED);
-      expect(() => mutex.lock()).to.throw().that.includes({ code: 'EDEADLK', syscall: 'pthread_mutex_lock', path: file, offset: MUTEX });
-      expect(() => mutex.close()).to.throw().that.includes({ code: 'EBUSY' });
-      expect(() => mutex.consistent()).to.throw().that.includes({ code: 'EINVAL', syscall: 'pthread_mutex_consistent' });
+      expect(() => mutex.lock())
+        .to.throw()
+        .that.includes({ code: 'EDEADLK', syscall: 'pthread_mutex_lock', path: file, offset: MUTEX });
+      expect(() => mutex.close())
+        .to.throw()
+        .that.includes({ code: 'EBUSY' });
+      expect(() => mutex.consistent())
+        .to.throw()
+        .that.includes({ code: 'EINVAL', syscall: 'pthread_mutex_consistent' });
       mutex.unlock();
       expect(mutex.held).to.equal(false);
-      expect(() => mutex.unlock()).to.throw().that.includes({ code: 'EPERM', syscall: 'pthread_mutex_unlock' });
+      expect(() => mutex.unlock())
+        .to.throw()
+        .that.includes({ code: 'EPERM', syscall: 'pthread_mutex_unlock' });
       expect(() => mutex.timedLock(-1)).to.throw(TypeError);
       expect(() => new native.SharedMutex(mapping, 12)).to.throw(RangeError, /multiple of 8/);
       expect(() => new native.SharedMutex(mapping, SIZE - 8)).to.throw(RangeError, /inside the mapping/);
@@ -268,10 +284,14 @@ describe('native multi-process primitives', function () {
     });
 
     it('errors name the errno, the call, the file and the offset', () => {
-      expect(() => native.ofdHolder(1_000_000, 3, 1, 'write', file)).to.throw().that.includes({ code: 'EBADF', syscall: 'fcntl(F_OFD_GETLK)', path: file, offset: 3 });
+      expect(() => native.ofdHolder(1_000_000, 3, 1, 'write', file))
+        .to.throw()
+        .that.includes({ code: 'EBADF', syscall: 'fcntl(F_OFD_GETLK)', path: file, offset: 3 });
       const ro = fs.openSync(file, 'r');
       try {
-        expect(() => native.ofdLock(ro, 0, 1, 'write', file)).to.throw().that.includes({ code: 'EBADF', syscall: 'fcntl(F_OFD_SETLK)' });
+        expect(() => native.ofdLock(ro, 0, 1, 'write', file))
+          .to.throw()
+          .that.includes({ code: 'EBADF', syscall: 'fcntl(F_OFD_SETLK)' });
       } finally {
         fs.closeSync(ro);
       }

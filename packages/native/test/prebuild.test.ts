@@ -36,7 +36,14 @@ describe('prebuilt binaries', () => {
       fs.cpSync(path.join(root, 'dist'), path.join(pkg, 'dist'), { recursive: true });
       fs.copyFileSync(path.join(root, 'package.json'), path.join(pkg, 'package.json'));
       fs.symlinkSync(path.dirname(require.resolve('node-gyp-build/package.json')), path.join(tmp, 'node_modules', 'node-gyp-build'));
-      const r = spawnSync(process.execPath, ['-e', `try { require('@pile/native') } catch (e) { process.stdout.write(JSON.stringify({ code: e.code, message: e.message, stack: e.stack.split('\\n').length })) }`], { cwd: tmp, encoding: 'utf8' });
+      const r = spawnSync(
+        process.execPath,
+        [
+          '-e',
+          `try { require('@pile/native') } catch (e) { process.stdout.write(JSON.stringify({ code: e.code, message: e.message, stack: e.stack.split('\\n').length })) }`,
+        ],
+        { cwd: tmp, encoding: 'utf8' },
+      );
       const e = JSON.parse(r.stdout) as { code: string; message: string };
       expect(e.code).to.equal('PILE_NATIVE_UNAVAILABLE');
       expect(e.message).to.contain(`${process.platform}-${process.arch}`).and.contain('g++').and.contain('make').and.contain('python3');

@@ -16,8 +16,12 @@ function rssFile(): number {
 
 describe('native SharedMapping and warm()', () => {
   let tmp: string;
-  beforeEach(() => { tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-native-sab-')); });
-  afterEach(() => { fs.rmSync(tmp, { recursive: true, force: true }); });
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-native-sab-'));
+  });
+  afterEach(() => {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
 
   function fileOf(size: number, name = 'f.bin'): { file: string; fd: number } {
     const file = path.join(tmp, name);
@@ -57,7 +61,9 @@ describe('native SharedMapping and warm()', () => {
     fs.closeSync(fd);
     const ro = fs.openSync(file, 'r');
     try {
-      expect(() => new native.SharedMapping(ro, 65536, 0, file)).to.throw().that.includes({ code: 'EACCES', syscall: 'mmap', path: file });
+      expect(() => new native.SharedMapping(ro, 65536, 0, file))
+        .to.throw()
+        .that.includes({ code: 'EACCES', syscall: 'mmap', path: file });
     } finally {
       fs.closeSync(ro);
     }
@@ -104,7 +110,10 @@ describe('native SharedMapping and warm()', () => {
     const m = new native.Mapping(fd, 4 * 65536, 0, true, file);
     fs.closeSync(fd);
     expect(await m.warm(0, 65536)).to.equal('populate-read');
-    const err = await m.warm(65536, 65536).then(() => undefined, (e: unknown) => e);
+    const err = await m.warm(65536, 65536).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).to.include({ code: 'EFAULT', syscall: 'madvise(MADV_POPULATE_READ)', path: file, offset: 65536 });
     expect(() => m.warm(0, 5 * 65536)).to.throw(RangeError);
     expect(() => (m.warm as (o: number) => unknown)(0)).to.throw(TypeError);

@@ -89,7 +89,11 @@ interface L2Commands {
  * script, so a value in L2 is always as new as every invalidation already in the stream.
  */
 export class SecondTier {
-  private readonly packr = new Packr({ useRecords: false, moreTypes: true, writeFunction: refuseFunction('PILE_SCHEMA_VIOLATION') } as never);
+  private readonly packr = new Packr({
+    useRecords: false,
+    moreTypes: true,
+    writeFunction: refuseFunction('PILE_SCHEMA_VIOLATION'),
+  } as never);
 
   constructor(private readonly stream: string) {}
 
@@ -114,7 +118,12 @@ export class SecondTier {
     const r = await (conn as unknown as L2Commands).pileSyncReadBuffer(key);
     const has = r[1]!.toString() === '1';
     const left = r[4]!.toString();
-    return { g: r[0]!.toString(), at: Number(r[3]!.toString()), bytes: has ? r[2] : undefined, leftMs: has && left !== '' ? Number(left) : undefined };
+    return {
+      g: r[0]!.toString(),
+      at: Number(r[3]!.toString()),
+      bytes: has ? r[2] : undefined,
+      leftMs: has && left !== '' ? Number(left) : undefined,
+    };
   }
 
   /** Stores an encoded load read at `read`; see FILL for the result. */

@@ -68,10 +68,14 @@ export function resolveSyncOptions(options: SyncOptions): ResolvedSyncOptions {
   const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000, onInvalidate, l2 = false } = options;
   if (typeof stream !== 'string' || stream === '') throw invalid('stream', 'expected a non-empty string');
   if (!Number.isSafeInteger(maxLen) || maxLen < 1) throw invalid('maxLen', `expected a positive integer, got ${String(maxLen)}`);
-  if (typeof maxLag !== 'number' || !Number.isFinite(maxLag) || maxLag < 10 || maxLag > 2 ** 31 - 1) throw invalid('maxLag', `expected milliseconds from 10 to 2^31-1, got ${String(maxLag)}`);
-  if (origin !== undefined && (typeof origin !== 'string' || !/^[0-9A-Za-z_-]{1,32}$/.test(origin))) throw invalid('origin', 'expected 1 to 32 characters of [0-9A-Za-z_-]');
-  if (!Number.isSafeInteger(batch) || batch < 1 || batch > 100_000) throw invalid('batch', `expected an integer from 1 to 100000, got ${String(batch)}`);
-  if (onInvalidate !== undefined && typeof onInvalidate !== 'function') throw invalid('onInvalidate', 'expected a function (table, key) => void');
+  if (typeof maxLag !== 'number' || !Number.isFinite(maxLag) || maxLag < 10 || maxLag > 2 ** 31 - 1)
+    throw invalid('maxLag', `expected milliseconds from 10 to 2^31-1, got ${String(maxLag)}`);
+  if (origin !== undefined && (typeof origin !== 'string' || !/^[0-9A-Za-z_-]{1,32}$/.test(origin)))
+    throw invalid('origin', 'expected 1 to 32 characters of [0-9A-Za-z_-]');
+  if (!Number.isSafeInteger(batch) || batch < 1 || batch > 100_000)
+    throw invalid('batch', `expected an integer from 1 to 100000, got ${String(batch)}`);
+  if (onInvalidate !== undefined && typeof onInvalidate !== 'function')
+    throw invalid('onInvalidate', 'expected a function (table, key) => void');
   if (typeof l2 !== 'boolean') throw invalid('l2', `expected true or false, got ${String(l2)}`);
   return { stream, maxLen, maxLag, origin, batch, onInvalidate, l2 };
 }

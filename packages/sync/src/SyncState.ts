@@ -78,7 +78,8 @@ export class SyncState {
       if (c === undefined || typeof c.origin !== 'string' || typeof c.state !== 'number') {
         throw new PileError('PILE_CORRUPT', `sync catalog (root '${SYNC_ROOT}', pointer ${ptr}) is not a sync catalog record`);
       }
-      if (c.v > STATE_VERSION) throw new PileError('PILE_FORMAT_VERSION', `sync catalog version ${c.v} is newer than this build reads (${STATE_VERSION})`);
+      if (c.v > STATE_VERSION)
+        throw new PileError('PILE_FORMAT_VERSION', `sync catalog version ${c.v} is newer than this build reads (${STATE_VERSION})`);
       this.catalog = c;
       this.catalogPtr = ptr;
       this.words = this.mapWords(c.state);
@@ -93,7 +94,8 @@ export class SyncState {
 
   private mapWords(ptr: number): Float64Array {
     const b = this.pile.rawBuffer(ptr as PilePointer);
-    if (b.length !== WORDS * 8) throw new PileError('PILE_CORRUPT', `sync state block ${ptr} holds ${b.length} bytes, expected ${WORDS * 8}`);
+    if (b.length !== WORDS * 8)
+      throw new PileError('PILE_CORRUPT', `sync state block ${ptr} holds ${b.length} bytes, expected ${WORDS * 8}`);
     return new Float64Array(b.buffer, b.byteOffset, WORDS);
   }
 

@@ -128,12 +128,17 @@ export class SyncedCache implements LoadOwner {
     this.l2 = this.opts.l2 ? new SecondTier(this.opts.stream) : undefined;
     this.l2?.define(this.pub);
     this.sub = connect(options.redis, 'pile-sync-sub');
-    for (const c of [this.pub, this.sub]) c.on('error', (err: unknown) => { this.lastError = err; });
+    for (const c of [this.pub, this.sub])
+      c.on('error', (err: unknown) => {
+        this.lastError = err;
+      });
     this.pub.on('ready', () => {
       this.pubEpoch = undefined;
       this.schedulePublish();
     });
-    this.ready = new Promise((resolve) => { this.resolveReady = resolve; });
+    this.ready = new Promise((resolve) => {
+      this.resolveReady = resolve;
+    });
     this.timer = setInterval(() => this.checkLag(), this.tick);
     this.timer.unref();
     this.following = this.follow();
@@ -150,7 +155,8 @@ export class SyncedCache implements LoadOwner {
    * @throws as `cache.table`
    */
   table<V = unknown>(name: string, options?: TableOptions<V>): SyncedTable<V> {
-    if (name.startsWith(SYNC_TABLE_PREFIX)) throw new PileError('PILE_INVALID_OPTION', `option name: '${SYNC_TABLE_PREFIX}' names @pile/sync's own tables`);
+    if (name.startsWith(SYNC_TABLE_PREFIX))
+      throw new PileError('PILE_INVALID_OPTION', `option name: '${SYNC_TABLE_PREFIX}' names @pile/sync's own tables`);
     return new SyncedTable<V>(this, this.cache.table<V>(name, options));
   }
 
@@ -269,7 +275,8 @@ export class SyncedCache implements LoadOwner {
   private async identity(conn: Redis): Promise<number> {
     await conn.set(this.identityKey, String(Date.now()), 'NX');
     const v = Number(await conn.get(this.identityKey));
-    if (!Number.isSafeInteger(v) || v <= 0) throw new PileError('PILE_CORRUPT', `Redis key '${this.identityKey}' does not hold a stream identity`);
+    if (!Number.isSafeInteger(v) || v <= 0)
+      throw new PileError('PILE_CORRUPT', `Redis key '${this.identityKey}' does not hold a stream identity`);
     return v;
   }
 

@@ -42,7 +42,11 @@ export class SyncedTable<V> {
    * not thrown: the loader is used, the L2 store skipped.
    * @throws whatever `loader` throws (nothing is stored), and as CacheTable get/put
    */
-  async getOrLoad(key: CacheKey, loader: (key: CacheKey) => V | undefined | Promise<V | undefined>, opts?: PutOptions): Promise<V | undefined> {
+  async getOrLoad(
+    key: CacheKey,
+    loader: (key: CacheKey) => V | undefined | Promise<V | undefined>,
+    opts?: PutOptions,
+  ): Promise<V | undefined> {
     const hit = this.table.get(key);
     if (hit !== undefined) return hit;
     const owner = this.owner;
@@ -58,7 +62,14 @@ export class SyncedTable<V> {
           if (v !== undefined) {
             owner.l2Hit();
             const left = l2.read.leftMs;
-            owner.fill(this.table, key, v, left === undefined ? opts : { ...(opts?.priority === undefined ? {} : { priority: opts.priority }), expiresAt: Date.now() + left });
+            owner.fill(
+              this.table,
+              key,
+              v,
+              left === undefined
+                ? opts
+                : { ...(opts?.priority === undefined ? {} : { priority: opts.priority }), expiresAt: Date.now() + left },
+            );
             return v;
           }
         }

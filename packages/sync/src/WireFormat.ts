@@ -35,12 +35,18 @@ export function keyId(key: CacheKey): string {
 function keyOf(id: string): CacheKey {
   const text = id.slice(1);
   switch (id.charCodeAt(0)) {
-    case 0x73: return text;
-    case 0x75: return Buffer.from(text, 'hex').toString('utf16le');
-    case 0x6e: return Number(text);
-    case 0x62: return text.startsWith('-') ? -BigInt(`0x${text.slice(1)}`) : BigInt(`0x${text}`);
-    case 0x78: return new Uint8Array(Buffer.from(text, 'base64'));
-    default: throw new Error(`unknown key type '${id[0]}'`);
+    case 0x73:
+      return text;
+    case 0x75:
+      return Buffer.from(text, 'hex').toString('utf16le');
+    case 0x6e:
+      return Number(text);
+    case 0x62:
+      return text.startsWith('-') ? -BigInt(`0x${text.slice(1)}`) : BigInt(`0x${text}`);
+    case 0x78:
+      return new Uint8Array(Buffer.from(text, 'base64'));
+    default:
+      throw new Error(`unknown key type '${id[0]}'`);
   }
 }
 

@@ -35,7 +35,10 @@ export async function until(cond: () => boolean, ms = 5000): Promise<boolean> {
 
 /** A sync host in a child process (test/fixtures/host.ts) on `dir`, following Redis at `url`; resolves once it runs. */
 export function startHost(dir: string, url: string, maxLag = 1000, env: Record<string, string> = {}): Promise<HostProcess> {
-  return HostProcess.start(path.join(__dirname, 'fixtures', 'host.ts'), [dir, url, String(maxLag)], { execArgv: ['-r', 'ts-node/register/transpile-only'], env });
+  return HostProcess.start(path.join(__dirname, 'fixtures', 'host.ts'), [dir, url, String(maxLag)], {
+    execArgv: ['-r', 'ts-node/register/transpile-only'],
+    env,
+  });
 }
 
 /** A host of the in-process tests: a cache on its own pile directory, synced. */
@@ -112,6 +115,9 @@ export function syncSuite(adminOptions: RedisOptions = {}): SyncSuite {
 /** The redis-server binary, or a plain failure saying it is missing. */
 export function findRedisServerOrFail(): string {
   const bin = findRedisServer();
-  if (bin === undefined) throw new Error('redis-server is not on PATH: the @pile/sync tests need a real Redis (apt-get install -y redis-server); they are not skipped');
+  if (bin === undefined)
+    throw new Error(
+      'redis-server is not on PATH: the @pile/sync tests need a real Redis (apt-get install -y redis-server); they are not skipped',
+    );
   return bin;
 }

@@ -43,7 +43,18 @@ describe('sync: propagation between hosts', function () {
     ta.put('x', '1');
     ta.put('y', '1');
     const epoch = await env.admin.get('pile:inv:identity');
-    await env.admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', packKey('d', 1, 't', keyId('x')), 'k', packKey('d', 1, 't', keyId('x')), 'k', 'garbage');
+    await env.admin.xadd(
+      'pile:inv',
+      `${epoch}-*`,
+      'g',
+      'other',
+      'k',
+      packKey('d', 1, 't', keyId('x')),
+      'k',
+      packKey('d', 1, 't', keyId('x')),
+      'k',
+      'garbage',
+    );
     await env.admin.xadd('pile:inv', `${epoch}-*`, 'g', 'other', 'k', packKey('d', 1, 't', keyId('x')));
     await env.admin.xadd('pile:inv', `${epoch}-*`, 'something', 'else');
     // a put x with a version far above 1: it keeps its value, counted.
@@ -58,7 +69,20 @@ describe('sync: propagation between hosts', function () {
   });
 
   it('packs every key type so that the other host drops the same key', async () => {
-    const keys = ['', 'é', '\ud800 lone', 0, -0, NaN, 1.5e300, -Infinity, 12n, -(2n ** 80n), new Uint8Array([0, 255, 7]), new Uint8Array(0)];
+    const keys = [
+      '',
+      'é',
+      '\ud800 lone',
+      0,
+      -0,
+      NaN,
+      1.5e300,
+      -Infinity,
+      12n,
+      -(2n ** 80n),
+      new Uint8Array([0, 255, 7]),
+      new Uint8Array(0),
+    ];
     for (const k of keys) {
       const w = unpackKey(packKey('p', 12345, 'tab:le', keyId(k)))!;
       expect(w.table).to.equal('tab:le');
@@ -91,7 +115,10 @@ describe('sync: propagation between hosts', function () {
         await until(() => a.synced.stats.outbox === 0);
       }
       await until(() => b.synced.stats.applied + b.synced.stats.keptNewer >= before + n);
-      return { publish: (pubSocket.bytesWritten + pubSocket.bytesRead - p0) / n, follow: (subSocket.bytesRead + subSocket.bytesWritten - f0) / n };
+      return {
+        publish: (pubSocket.bytesWritten + pubSocket.bytesRead - p0) / n,
+        follow: (subSocket.bytesRead + subSocket.bytesWritten - f0) / n,
+      };
     };
     const one = await measure(100, 1);
     const burst = await measure(1000, 100);
@@ -99,14 +126,19 @@ describe('sync: propagation between hosts', function () {
     const [id, fields] = (await env.admin.xrevrange('pile:inv', '+', '-', 'COUNT', 1))[0]!;
     const single = (await env.admin.xrange('pile:inv', '-', '+', 'COUNT', 1))[0]!;
     const resp = (e: [string, string[]]): number => {
-      const bulk = (x: string): number => { const n = Buffer.byteLength(x); return 1 + String(n).length + 2 + n + 2; };
+      const bulk = (x: string): number => {
+        const n = Buffer.byteLength(x);
+        return 1 + String(n).length + 2 + n + 2;
+      };
       return 4 + bulk(e[0]) + 1 + String(e[1].length).length + 2 + e[1].reduce((sum, x) => sum + bulk(x), 0);
     };
     const entryBytes = resp(single);
     const burstEntryPerKey = resp([id, fields]) / ((fields.length - 2) / 2);
-    console.log(`      bytes per invalidated key (key 'user:1xxxxx'): entry ${entryBytes} alone, ${burstEntryPerKey.toFixed(1)} in an entry of ${(fields.length - 2) / 2};`
-      + ` on the sockets, one write per XADD: publish ${one.publish.toFixed(1)} (request + reply), follow ${one.follow.toFixed(1)} (XREAD + reply);`
-      + ` 100 writes per turn: publish ${burst.publish.toFixed(1)}, follow ${burst.follow.toFixed(1)}`);
+    console.log(
+      `      bytes per invalidated key (key 'user:1xxxxx'): entry ${entryBytes} alone, ${burstEntryPerKey.toFixed(1)} in an entry of ${(fields.length - 2) / 2};` +
+        ` on the sockets, one write per XADD: publish ${one.publish.toFixed(1)} (request + reply), follow ${one.follow.toFixed(1)} (XREAD + reply);` +
+        ` 100 writes per turn: publish ${burst.publish.toFixed(1)}, follow ${burst.follow.toFixed(1)}`,
+    );
     expect(entryBytes).to.be.at.most(100);
     expect(burstEntryPerKey).to.be.at.most(100);
     expect(burst.publish).to.be.at.most(100);
@@ -117,7 +149,13 @@ describe('sync: propagation between hosts', function () {
     const d = tempDir();
     const cache = openCache({ dir: d.dir, sweepIntervalSec: 0 });
     try {
-      for (const [opts, name] of [[{ redis: env.url, maxLag: 1 }, 'maxLag'], [{ redis: env.url, maxLen: 0 }, 'maxLen'], [{ redis: 5 }, 'redis'], [{ redis: env.url, bogus: 1 }, 'bogus'], [{ redis: env.url, origin: 'a b' }, 'origin']] as const) {
+      for (const [opts, name] of [
+        [{ redis: env.url, maxLag: 1 }, 'maxLag'],
+        [{ redis: env.url, maxLen: 0 }, 'maxLen'],
+        [{ redis: 5 }, 'redis'],
+        [{ redis: env.url, bogus: 1 }, 'bogus'],
+        [{ redis: env.url, origin: 'a b' }, 'origin'],
+      ] as const) {
         let err: unknown;
         try {
           syncCache(cache, opts as never);

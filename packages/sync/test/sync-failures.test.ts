@@ -43,7 +43,7 @@ describe('sync: restarts, gaps and lost connections', function () {
     expect(b.t.stats.hits).to.equal(666);
   });
 
-  it('a stream trimmed past a host\'s position is a gap: counted, and nothing stored before it is served', async () => {
+  it("a stream trimmed past a host's position is a gap: counted, and nothing stored before it is served", async () => {
     const a = await open();
     let b = await open();
     fill(b, 500, 'old');
@@ -94,7 +94,8 @@ describe('sync: restarts, gaps and lost connections', function () {
     fill(b, 3000, 'old');
     await settle(b);
     await until(() => a.synced.stats.applied === 3000);
-    const port = (s: SyncedCache, which: 'sub' | 'pub'): number => (s as unknown as Record<string, { stream: { localPort: number } }>)[which]!.stream.localPort;
+    const port = (s: SyncedCache, which: 'sub' | 'pub'): number =>
+      (s as unknown as Record<string, { stream: { localPort: number } }>)[which]!.stream.localPort;
     const kills = (async () => {
       for (let n = 0; n < 6; n++) {
         await new Promise((r) => setTimeout(r, 15));
@@ -168,7 +169,10 @@ describe('sync: restarts, gaps and lost connections', function () {
         return `v${read}`;
       });
       const stored = a.t.get(key);
-      expect(stored === undefined || stored === `v${db.get(key)}`, `key ${key}: stored ${stored}, current v${db.get(key)} (was v${before})`).to.equal(true);
+      expect(
+        stored === undefined || stored === `v${db.get(key)}`,
+        `key ${key}: stored ${stored}, current v${db.get(key)} (was v${before})`,
+      ).to.equal(true);
     };
     for (let i = 0; i < 10_000; i += 50) await Promise.all(Array.from({ length: 50 }, (_, j) => race(i + j)));
     expect(remoteRaces).to.equal(5000);

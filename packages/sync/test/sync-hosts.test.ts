@@ -69,7 +69,9 @@ describe('sync: three host processes', function () {
     expect(kept).to.equal(10_000);
     const stats = await c2.request<{ sync: { gaps: number }; caughtUp: { ms: number; replayed: number } }>('stats');
     expect(stats.sync.gaps).to.equal(0);
-    console.log(`      catch-up after the restart: ${stats.caughtUp.ms} ms from syncCache to caught up (${catchUp} ms with the process start), ${stats.caughtUp.replayed} invalidations replayed; unchanged keys still served: ${kept} of 10000`);
+    console.log(
+      `      catch-up after the restart: ${stats.caughtUp.ms} ms from syncCache to caught up (${catchUp} ms with the process start), ${stats.caughtUp.replayed} invalidations replayed; unchanged keys still served: ${kept} of 10000`,
+    );
   });
 
   it('a 30 s Redis outage (SIGSTOP) while hosts write loses no invalidation and serves nothing past maxLag', async () => {
@@ -113,12 +115,16 @@ describe('sync: three host processes', function () {
     while (!ok && Date.now() < deadline) {
       const [va, vb, vc] = await Promise.all([a, b, c].map((h) => h.host.request<(string | null)[]>('read', { from: 0, to: N })));
       last = [va, vb, vc];
-      ok = va!.every((v, i) => (i < 1000 ? v === `${i}:1` : i < 2000 ? v === null : v === `${i}:0`))
-        && vb!.every((v, i) => (i < 1000 ? v === null : i < 2000 ? v === `${i}:1` : v === `${i}:0`))
-        && vc!.every((v, i) => (i < 2000 ? v === null : v === `${i}:0`));
+      ok =
+        va!.every((v, i) => (i < 1000 ? v === `${i}:1` : i < 2000 ? v === null : v === `${i}:0`)) &&
+        vb!.every((v, i) => (i < 1000 ? v === null : i < 2000 ? v === `${i}:1` : v === `${i}:0`)) &&
+        vc!.every((v, i) => (i < 2000 ? v === null : v === `${i}:0`));
       if (!ok) await new Promise((r) => setTimeout(r, 100));
     }
-    expect(ok, JSON.stringify((last as (string | null)[][]).map((v) => v.slice(0, 5).concat(v.slice(995, 1005), v.slice(1995, 2005))))).to.equal(true);
+    expect(
+      ok,
+      JSON.stringify((last as (string | null)[][]).map((v) => v.slice(0, 5).concat(v.slice(995, 1005), v.slice(1995, 2005)))),
+    ).to.equal(true);
     for (const h of [a, b, c]) expect((await h.host.request<{ sync: { gaps: number } }>('stats')).sync.gaps).to.equal(0);
   });
 });

@@ -35,7 +35,7 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     throw new Error('the loader must not be called');
   };
 
-  it('serves host B\'s miss from host A\'s load without calling B\'s loader, values intact', async () => {
+  it("serves host B's miss from host A's load without calling B's loader, values intact", async () => {
     const [a, b] = [await open(), await open()];
     const values: Record<string, unknown> = {
       s: 'text',
@@ -44,7 +44,12 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     };
     for (const [k, v] of Object.entries(values)) {
       let calls = 0;
-      expect(await a.st.getOrLoad(k, () => { calls++; return v; })).to.deep.equal(v);
+      expect(
+        await a.st.getOrLoad(k, () => {
+          calls++;
+          return v;
+        }),
+      ).to.deep.equal(v);
       expect(calls).to.equal(1);
       expect(await b.st.getOrLoad(k, refuse)).to.deep.equal(v);
       // Stored locally on B too: the next read is a local hit.
@@ -61,7 +66,7 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     expect(fields.join(' ')).to.not.include('text2');
   });
 
-  it('after a put or delete elsewhere, L2\'s old value is not served (and the first load after it is)', async () => {
+  it("after a put or delete elsewhere, L2's old value is not served (and the first load after it is)", async () => {
     const [a, b, c] = [await open(), await open(), await open()];
     await a.st.getOrLoad('k', () => 'v1');
     await a.st.getOrLoad('d', () => 'd1');
@@ -71,8 +76,18 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     await published(c);
     expect(await inL2('k')).to.equal(undefined);
     let calls = 0;
-    expect(await b.st.getOrLoad('k', () => { calls++; return 'v2'; })).to.equal('v2');
-    expect(await b.st.getOrLoad('d', () => { calls++; return undefined; })).to.equal(undefined);
+    expect(
+      await b.st.getOrLoad('k', () => {
+        calls++;
+        return 'v2';
+      }),
+    ).to.equal('v2');
+    expect(
+      await b.st.getOrLoad('d', () => {
+        calls++;
+        return undefined;
+      }),
+    ).to.equal(undefined);
     expect(calls).to.equal(2);
     // b's load came after the invalidation: it is in L2 now and serves a fresh host.
     const d = await open();
@@ -86,7 +101,7 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     expect(await inL2('k')).to.equal(undefined);
   });
 
-  it('keeps the table\'s maxAge in Redis, and an expired L2 value is not served', async () => {
+  it("keeps the table's maxAge in Redis, and an expired L2 value is not served", async () => {
     const [a, b] = [await open(true, 1), await open(true, 1)];
     await a.st.getOrLoad('k', () => 'v');
     const fields = await env.admin.hgetall(l2Key('k'));
@@ -131,7 +146,9 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
       // Nobody loaded after the update yet: L2 holds no value (the slow load was refused or tombstoned).
       expect(l2, `key ${key}: L2 ${String(l2)}, current ${current}`).to.equal(undefined);
       // Once c has applied every change, its load is not marked as racing one: it goes to L2.
-      expect(await until(() => c.synced.stats.applied + c.synced.stats.keptNewer >= a.synced.stats.published + b.synced.stats.published)).to.equal(true);
+      expect(
+        await until(() => c.synced.stats.applied + c.synced.stats.keptNewer >= a.synced.stats.published + b.synced.stats.published),
+      ).to.equal(true);
       expect(await c.st.getOrLoad(key, () => current)).to.equal(current);
       expect(await inL2(key)).to.equal(current);
     };
@@ -142,8 +159,13 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
   it('a load that started before an invalidation is not stored in L2, even when it ends long after', async () => {
     const [a, b] = [await open(), await open()];
     let release!: () => void;
-    const gate = new Promise<void>((r) => { release = r; });
-    const slow = a.st.getOrLoad('k', async () => { await gate; return 'old'; });
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const slow = a.st.getOrLoad('k', async () => {
+      await gate;
+      return 'old';
+    });
     await new Promise((r) => setTimeout(r, 20));
     // a does not hear of the update before its load ends: only Redis can refuse the old value.
     const sub = (a.synced as unknown as { sub: { stream: { pause(): void; resume(): void } } }).sub.stream;
@@ -164,7 +186,12 @@ describe('sync: the L2 tier (values kept in Redis)', function () {
     const [a, b] = [await open(false), await open(false)];
     await a.st.getOrLoad('k', () => 'v');
     let calls = 0;
-    expect(await b.st.getOrLoad('k', () => { calls++; return 'v'; })).to.equal('v');
+    expect(
+      await b.st.getOrLoad('k', () => {
+        calls++;
+        return 'v';
+      }),
+    ).to.equal('v');
     expect(calls).to.equal(1);
     a.t.put('k', 'v2');
     await published(a);

@@ -60,7 +60,7 @@ import {
 } from './SchemaCompiler';
 import type { InlineRead } from './SchemaCodegen';
 import { Segment, segmentFileName } from './Segment';
-import type { FieldAccess, TypedStore } from './TypedStore';
+import type { FieldAccess } from './TypedStore';
 import { TypedView, type SchemaOptions } from './TypedView';
 
 /** Module-local: a reference to the import itself is a property load on each use. */
@@ -153,9 +153,9 @@ export function openPile(options: PileOptions = {}): Pile {
 
 /**
  * A store of records outside the V8 heap, in off-heap Buffers or in mapped segment files.
- * See DESIGN.md and docs/guide.md.
+ * See docs/guide.md and docs/architecture.md.
  */
-export class Pile implements Iterable<PileEntry>, TypedStore {
+export class Pile implements Iterable<PileEntry> {
   /** True when the pile lives in files and survives restarts. */
   readonly persistent: boolean;
   readonly readonly: boolean;

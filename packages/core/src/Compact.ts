@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import type { Allocator } from './Allocator';
 import { SEGMENT_HEADER_SIZE, STATE_FREE, stateOf } from './BlockFormat';
 import type { Segment } from './Segment';
+import { metaHeader, type SegmentHost } from './SegmentTable';
 
 /**
  * The first step of Pile.compact(): releases the empty segments at the end of the pile and
@@ -47,4 +48,32 @@ function segmentIsEmpty(s: Segment, alloc: Allocator): boolean {
     off += size;
   }
   return true;
+}
+
+/**
+ * Pile.compact() without its checkpoint: releases the empty segments at the end (see
+ * releaseEmptySegments), then rebuilds the free lists, merging neighbouring free blocks.
+ * @throws PILE_IO when the meta file can not be written
+ */
+export function compactSegments(
+  host: SegmentHost,
+  onProgress?: (p: { phase: string; done: number; total: number }) => void,
+): { segmentsBefore: number; segmentsAfter: number; bytesReleased: number } {
+  const { segments, alloc } = host;
+  const before = segments.length;
+  releaseEmptySegments(
+    segments,
+    alloc,
+    (keep) => {
+      host.meta?.writeHeader(metaHeader(host, keep, false));
+      host.meta?.sync();
+    },
+    onProgress,
+  );
+  alloc.rebuild((done) => onProgress?.({ phase: 'rebuild', done, total: segments.length }));
+  return {
+    segmentsBefore: before,
+    segmentsAfter: segments.length,
+    bytesReleased: (before - segments.length) * host.segmentSize,
+  };
 }

@@ -39,14 +39,25 @@ if ((u32[h + 1] & ${mask}) !== (tag | ${want}) || len > size - ${BLOCK_HEADER_SI
 
 /**
  * The header offset of the block `ptr` names when it passes the fast check (see checkSource),
- * with `this.hSeg` set to its segment; -1 when the full check must decide. Called as a method
- * of the pile, whose `segments` it reads: one function serves every pile of the same geometry,
- * so the call sites that use it stay monomorphic however many piles a process opens.
+ * with the store's segment field (`fields.seg`) set to its segment; -1 when the full check must
+ * decide. Called as a method of the store, whose segments (`fields.segments`) it reads: one
+ * function serves every pile of the same geometry, so the call sites that use it stay
+ * monomorphic however many piles a process opens.
  */
 export type QuickLocate = (ptr: number, want: number, mask: number) => number;
 
-export function compileQuickLocate(g: PointerGeometry): QuickLocate {
-  const source = `const segments = this.segments;${checkSource(g, 'want', 'mask', 'return -1;')}this.hSeg = seg;
+/**
+ * The names of the fields a {@link QuickLocate} reads and writes on the store it is called on.
+ * The owner of the fields passes them (RecordStore's LOCATE_FIELDS, checked against its class),
+ * so that the generated code never names a field the compiler does not know of.
+ */
+export interface LocateFields {
+  readonly segments: string;
+  readonly seg: string;
+}
+
+export function compileQuickLocate(g: PointerGeometry, fields: LocateFields): QuickLocate {
+  const source = `const segments = this.${fields.segments};${checkSource(g, 'want', 'mask', 'return -1;')}this.${fields.seg} = seg;
 return off;`;
   return compileCached<QuickLocate>(['ptr', 'want', 'mask'], source);
 }

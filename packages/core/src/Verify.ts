@@ -13,6 +13,7 @@ import {
   stateOf,
 } from './BlockFormat';
 import { blockDamage } from './Checksum';
+import { PileError } from './PileError';
 import type { Segment } from './Segment';
 
 /** A damaged spot found by {@link Pile.verify} or by recovery. */
@@ -42,6 +43,22 @@ export function corruptAt(seg: Segment, off: number, reason: string): CorruptRec
   const r: CorruptRecord = { segment: seg.index, offset: off, reason };
   if (seg.file !== undefined) r.file = seg.file;
   return r;
+}
+
+/** The PILE_CORRUPT error of a damaged record at `off` of `seg`, naming its file (or in-memory segment), segment and offset. */
+export function corruptError(seg: Segment, off: number, reason: string): PileError {
+  const where = seg.file ?? `in-memory segment ${seg.index}`;
+  return new PileError('PILE_CORRUPT', `${where} (segment ${seg.index}), record at offset ${off}: ${reason}`);
+}
+
+/**
+ * A damaged size word would make delete free, or set overwrite, a neighbour's bytes: the blocks a
+ * write is about to reuse are checked first (reads check them only with verifyOnRead).
+ * @throws PILE_CORRUPT, and nothing is written
+ */
+export function checkBeforeWrite(seg: Segment, off: number): void {
+  const reason = blockDamage(seg.buf, seg.u32, off);
+  if (reason !== undefined) throw corruptError(seg, off, `${reason}; the record is left as it is`);
 }
 
 /**

@@ -5,6 +5,7 @@ import { KIND_RAW, KIND_TYPED, STATE_USED, word1 } from '../src/BlockFormat';
 import { openPile, type Pile } from '../src/Pile';
 import type { PilePointer } from '../src/PilePointer';
 import { compileQuickLocate } from '../src/PointerCheck';
+import { LOCATE_FIELDS } from '../src/RecordStore';
 import { PointerFormat, SEGMENT_DIV } from '../src/PointerFormat';
 
 // The typed and raw read paths first try the compiled fast check (PointerCheck), and fall back to
@@ -26,6 +27,11 @@ interface Internals {
   dOff: number;
   typedWordMask: number;
   rawWordMask: number;
+}
+
+/** What the compiled check is called on: the fields it reads and writes, by the names the pile gives them. */
+function locateScratch(inner: Internals): Record<string, unknown> {
+  return { [LOCATE_FIELDS.segments]: inner.segments, [LOCATE_FIELDS.seg]: undefined };
 }
 
 /** A pile with live, deleted, grown (linked) typed records and raw blocks over three segments. */
@@ -53,12 +59,12 @@ describe('fast pointer check and full resolve', () => {
   function agree(ptr: number): void {
     const inner = pile as unknown as Internals;
     const fmt = new PointerFormat(pile.segmentSize);
-    const quick = compileQuickLocate(fmt);
+    const quick = compileQuickLocate(fmt, LOCATE_FIELDS);
     for (const [want, mask, kind] of [
       [TYPED_USED, inner.typedWordMask, 'typed'],
       [RAW_USED, inner.rawWordMask, 'raw'],
     ] as const) {
-      const scratch = { segments: inner.segments, hSeg: undefined as { index: number } | undefined };
+      const scratch = locateScratch(inner);
       const off = quick.call(scratch, ptr, want, mask);
       const live = pile.has(ptr as PilePointer);
       const unlinked = live && inner.hSeg === inner.dSeg && inner.hOff === inner.dOff;
@@ -68,7 +74,7 @@ describe('fast pointer check and full resolve', () => {
         expect(unlinked, `fast check accepted the linked record ${ptr}`).to.equal(true);
         expect(sameKind, `fast check accepted ${ptr} as ${kind}`).to.equal(true);
         expect(inner.hOff, `offset of ${ptr}`).to.equal(off);
-        expect(scratch.hSeg?.index, `segment of ${ptr}`).to.equal(inner.hSeg?.index);
+        expect((scratch[LOCATE_FIELDS.seg] as { index: number } | undefined)?.index, `segment of ${ptr}`).to.equal(inner.hSeg?.index);
       } else {
         expect(sameKind, `resolve found the unlinked ${kind} record ${ptr}, the fast check missed it`).to.equal(false);
       }
@@ -129,10 +135,10 @@ describe('fast pointer check and full resolve', () => {
 
   it('can tell: the pile holds live, stale, linked and raw pointers that each path sees', () => {
     const inner = pile as unknown as Internals;
-    const quick = compileQuickLocate(new PointerFormat(pile.segmentSize));
+    const quick = compileQuickLocate(new PointerFormat(pile.segmentSize), LOCATE_FIELDS);
     const counts = { typed: 0, raw: 0, stale: 0, linked: 0 };
     for (const p of known) {
-      const scratch = { segments: inner.segments, hSeg: undefined };
+      const scratch = locateScratch(inner);
       if (quick.call(scratch, p, TYPED_USED, inner.typedWordMask) >= 0) counts.typed++;
       else if (quick.call(scratch, p, RAW_USED, inner.rawWordMask) >= 0) counts.raw++;
       else if (!pile.has(p as PilePointer)) counts.stale++;

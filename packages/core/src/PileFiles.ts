@@ -1,0 +1,173 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { MARK_WHOLE } from './Allocator';
+import { DirectoryLock, ReaderMark } from './DirectoryLock';
+import { faultPoints } from './FaultPoints';
+import { ioError } from './FileAccess';
+import { applyJournal } from './Journal';
+import { META_FILE_NAME, MetaFile } from './MetaFile';
+import { PileError } from './PileError';
+import { invalid, isSegmentSize, type PileOptions } from './PileOptions';
+import { MAX_SEGMENTS } from './PointerFormat';
+import { checkpointRegions, recoverPile, type RecoveryReport } from './Recovery';
+import type { RecordStore } from './RecordStore';
+import { Segment, segmentFileName } from './Segment';
+import { metaHeader } from './SegmentTable';
+
+/** Errors of the system, not of the caller's `dir`: reported as PILE_IO. */
+const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
+
+/** What {@link openFiles} found or made in a pile's directory. */
+export interface OpenedFiles {
+  meta: MetaFile;
+  lock: DirectoryLock | ReaderMark | undefined;
+  /** False when the pile was created by this open. */
+  existing: boolean;
+  segmentSize: number;
+  pileId: number;
+  /** The previous writer closed the pile cleanly. */
+  clean: boolean;
+  segmentCount: number;
+}
+
+/**
+ * Opens the directory of a mapped pile: takes the writer lock (or a reader mark), then opens
+ * pile.meta, or creates it for a new pile, and checks its header against the options. On a throw
+ * nothing stays held.
+ * @throws PILE_INVALID_OPTION, PILE_IO, PILE_LOCKED, PILE_CORRUPT, PILE_FORMAT_VERSION
+ */
+export function openFiles(
+  dir: string,
+  options: PileOptions,
+  readonly: boolean,
+  create: boolean,
+  segmentSize: number,
+  pileId: number,
+): OpenedFiles {
+  try {
+    if (!readonly) fs.mkdirSync(dir, { recursive: true });
+    else if (!fs.statSync(dir).isDirectory()) throw new Error('not a directory');
+  } catch (err) {
+    // The system refusing (permissions, a read-only or full file system) is not a bad option.
+    if (IO_REFUSALS.has((err as NodeJS.ErrnoException).code ?? '')) throw ioError(err, `can not use directory ${dir}`);
+    throw invalid('dir', `can not use directory ${dir}: ${(err as Error).message}`);
+  }
+  let lock: DirectoryLock | ReaderMark | undefined = readonly ? undefined : DirectoryLock.acquire(dir);
+  let meta: MetaFile | undefined;
+  try {
+    meta = MetaFile.open(dir, readonly);
+    if (meta === undefined) {
+      if (fs.existsSync(path.join(dir, segmentFileName(0)))) {
+        throw new PileError('PILE_CORRUPT', `${path.join(dir, META_FILE_NAME)} is missing but ${dir} holds segment files`);
+      }
+      if (readonly || !create) throw invalid('dir', `${dir} is not a pile (no ${META_FILE_NAME})`);
+      // Checked before the meta file exists: a refused open must not leave a pile behind.
+      if (options.maxMemory !== undefined && options.maxMemory < segmentSize) {
+        throw invalid('maxMemory', `${options.maxMemory} is less than one segment (segmentSize ${segmentSize})`);
+      }
+      meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false, genFloor: 0 });
+      return { meta, lock, existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
+    }
+    // Until readers beside a writer are supported, a read-only open and a writer exclude each other.
+    if (readonly) lock = ReaderMark.acquire(dir);
+    const h = meta.readHeader();
+    if (options.segmentSize !== undefined && options.segmentSize !== h.segmentSize) {
+      throw invalid('segmentSize', `${options.segmentSize} differs from the pile's ${h.segmentSize} in ${dir}`);
+    }
+    if (!isSegmentSize(h.segmentSize)) {
+      throw new PileError('PILE_CORRUPT', `meta file ${meta.file}: bad segment size ${h.segmentSize} at offset 8`);
+    }
+    if (h.segmentCount > MAX_SEGMENTS)
+      throw new PileError('PILE_CORRUPT', `meta file ${meta.file}: bad segment count ${h.segmentCount} at offset 16`);
+    return { meta, lock, existing: true, segmentSize: h.segmentSize, pileId: h.pileId, clean: h.clean, segmentCount: h.segmentCount };
+  } catch (err) {
+    meta?.close();
+    lock?.release();
+    throw err;
+  }
+}
+
+/**
+ * Maps the segments of an existing pile and brings back its allocator state and catalog: from
+ * the clean-close state, else by recovery (from the last checkpoint when it can be trusted, else
+ * a scan of every segment). A writer first removes segment files past the counted ones and marks
+ * the pile in use.
+ * @throws PILE_CORRUPT, PILE_IO
+ */
+export function loadPile(
+  store: RecordStore,
+  report: RecoveryReport,
+  segmentCount: number,
+  clean: boolean,
+  onProgress: PileOptions['onProgress'],
+): void {
+  const { dir, alloc, segmentSize, pileId, readonly } = store;
+  const meta = store.meta!;
+  alloc.genFloor = meta.readHeader().genFloor;
+  if (!readonly && segmentCount > 0 && Segment.isShortAndEmpty(dir!, segmentCount - 1, segmentSize, pileId)) {
+    // The last segment's file was never made whole and holds no record: uncount it (the loop
+    // below deletes its file) and recover, since a clean state may name its free block.
+    segmentCount--;
+    meta.writeHeader(metaHeader(store, segmentCount, false));
+    meta.sync();
+    clean = false;
+  }
+  for (let i = 0; i < segmentCount; i++) {
+    store.segments.push(Segment.open(dir!, i, segmentSize, pileId, readonly));
+  }
+  if (readonly) {
+    store.catalog.load();
+    alloc.countOnly();
+    return;
+  }
+  // Files past the counted segments: left by a crash while adding one, or by an interrupted compact.
+  for (let i = segmentCount; fs.existsSync(path.join(dir!, segmentFileName(i))); i++) {
+    fs.rmSync(path.join(dir!, segmentFileName(i)), { force: true });
+  }
+  // Mark the pile in use before the first write: a crash from now on makes the next open recover.
+  meta.writeHeader(metaHeader(store, segmentCount, false));
+  meta.sync();
+  const state = clean ? meta.readCleanState() : undefined;
+  if (state !== undefined && alloc.restore(state)) {
+    store.catalog.load();
+    return;
+  }
+  const regions = clean ? undefined : checkpointRegions(meta, alloc, store.fmt, segmentCount);
+  if (regions === undefined) {
+    // A full scan may write into any segment: marked first, so that a crash during it scans all again.
+    meta.writeMarks(segmentCount, MARK_WHOLE);
+  }
+  recover(store, report, onProgress, regions);
+}
+
+/** After an unclean shutdown: see recoverPile. */
+function recover(
+  store: RecordStore,
+  report: RecoveryReport,
+  onProgress: PileOptions['onProgress'],
+  regions: Array<[number, number]> | undefined,
+): void {
+  const fmt = store.fmt;
+  recoverPile(
+    {
+      segments: store.segments,
+      alloc: store.alloc,
+      fmt,
+      report,
+      applyJournal: (seg, off) => {
+        faultPoints.hit?.('recovery-replay');
+        applyJournal(store, seg, off);
+      },
+      loadCatalog: () => {
+        store.catalog.load();
+        return store.catalog.address;
+      },
+      linkTarget: (seg, off) => (store.locateBody(seg, off) ? fmt.address(store.dSeg.index, store.dOff) : 0),
+      setRecovering: (on) => {
+        store.recovering = on;
+      },
+    },
+    onProgress,
+    regions,
+  );
+}

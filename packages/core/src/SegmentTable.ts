@@ -1,0 +1,59 @@
+import type { Allocator } from './Allocator';
+import { faultPoints } from './FaultPoints';
+import type { MetaFile, MetaHeader } from './MetaFile';
+import { PileError } from './PileError';
+import { MAX_SEGMENTS } from './PointerFormat';
+import { Segment } from './Segment';
+
+/** A pile's segments and what adding or mapping one needs (the RecordStore). */
+export interface SegmentHost {
+  readonly segments: Segment[];
+  readonly segmentSize: number;
+  readonly maxMemory: number;
+  readonly persistent: boolean;
+  readonly dir: string | undefined;
+  readonly pileId: number;
+  readonly meta: MetaFile | undefined;
+  readonly alloc: Allocator;
+}
+
+/** The meta file header of a pile that counts `segmentCount` segments. */
+export function metaHeader(host: SegmentHost, segmentCount: number, clean: boolean): MetaHeader {
+  return { segmentSize: host.segmentSize, pileId: host.pileId, segmentCount, clean, genFloor: host.alloc.genFloor };
+}
+
+/**
+ * Adds a segment at the end of the pile (the allocator calls it when no block fits). The file is
+ * complete before the meta file counts it, so a counted segment is never half-made.
+ * @throws PILE_OUT_OF_SPACE when maxMemory or the segment count forbids another segment
+ * @throws PILE_IO when the file can not be made
+ */
+export function addSegment(host: SegmentHost): Segment {
+  const { segments, segmentSize } = host;
+  const index = segments.length;
+  if ((index + 1) * segmentSize > host.maxMemory) {
+    throw new PileError('PILE_OUT_OF_SPACE', `maxMemory ${host.maxMemory} reached (${index} segments of ${segmentSize} bytes)`);
+  }
+  if (index >= MAX_SEGMENTS) throw new PileError('PILE_OUT_OF_SPACE', `a pile holds at most ${MAX_SEGMENTS} segments`);
+  const seg = host.persistent
+    ? Segment.create(host.dir!, index, segmentSize, host.pileId)
+    : Segment.inMemory(index, segmentSize, host.pileId);
+  host.alloc.initSegment(seg);
+  segments.push(seg);
+  if (host.meta !== undefined) {
+    host.meta.writeHeader(metaHeader(host, segments.length, false));
+    faultPoints.hit?.('segment-counted');
+  }
+  return seg;
+}
+
+/** A read-only pile maps the segments its writer added since (as the meta file counts them), up to index `upTo`. */
+export function mapNewSegments(host: SegmentHost, upTo: number): Segment | undefined {
+  if (host.meta === undefined) return undefined;
+  const { segments } = host;
+  const count = Math.min(host.meta.readHeader().segmentCount, MAX_SEGMENTS);
+  while (segments.length < count && segments.length <= upTo) {
+    segments.push(Segment.open(host.dir!, segments.length, host.segmentSize, host.pileId, true));
+  }
+  return segments[upTo];
+}

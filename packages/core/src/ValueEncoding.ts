@@ -1,0 +1,262 @@
+import type { Packr } from 'msgpackr';
+import {
+  BLOCK_HEADER_SIZE,
+  KIND_BUFFER,
+  KIND_BYTES,
+  KIND_CATALOG,
+  KIND_MSGPACK,
+  KIND_RAW,
+  KIND_STRING,
+  KIND_TYPED,
+  RAW_PREFIX,
+  TYPED_PREFIX,
+  kindOf,
+} from './BlockFormat';
+import { encodeGuard } from './EncodeGuard';
+import { PileError } from './PileError';
+import { invalid } from './PileOptions';
+import type { CompiledSchema } from './SchemaCompiler';
+import type { Segment } from './Segment';
+import { genericValueFault, illFormedString, refuseFunction } from './ValueCheck';
+import { corruptError } from './Verify';
+
+/** Module-local: a reference to the import itself is a property load on each use. */
+const GUARD = encodeGuard;
+
+/** Where msgpackr's shared record structures are kept: the pile's catalog (see Catalog). */
+export interface StructureStore {
+  /** The persisted structures (a copy msgpackr may append to). */
+  getStructures(): unknown[];
+  /** Persists `structures`; false when the pile can not (read-only). */
+  saveStructures(structures: unknown[]): boolean;
+}
+
+/**
+ * How record values become bytes and back: strings as UTF-8, Uint8Array/Buffer as themselves,
+ * typed records through their compiled codec, anything else through msgpackr with shared record
+ * structures. One per pile; its hot methods are called from the one RecordStore, so their call
+ * sites stay monomorphic.
+ *
+ * prepare*() leaves what a put or set is about to write in the fields below, and write() writes
+ * it: a store sizes its block from `len` between the two. They are fields rather than a result
+ * object so that a generic put allocates nothing but its encoded bytes; every prepare sets all
+ * that write() reads, so a value never leaks into the next record.
+ */
+export class ValueEncoding {
+  /** The block kind of the prepared value. */
+  kind = 0;
+  /** Its payload length in bytes (prefix included for raw and typed records). */
+  len = 0;
+  private value: unknown;
+  private bytes: Uint8Array | undefined;
+  private codec: CompiledSchema<unknown> | undefined;
+  private schemaId = 0;
+  private packrInstance: Packr | undefined;
+  /** The codecs of the schemas registered in this process, by id. */
+  readonly codecs = new Map<number, { name: string; codec: CompiledSchema<unknown> }>();
+
+  constructor(
+    private readonly structures: StructureStore,
+    /** The name the catalog gives schema `id` (an unregistered typed record's error names it). */
+    private readonly schemaName: (id: number) => string | undefined,
+  ) {}
+
+  /**
+   * The generic codec, made on first use: msgpackr is loaded only by piles that store
+   * generic values, which keeps the start of typed-only processes short.
+   */
+  private get packr(): Packr {
+    if (this.packrInstance !== undefined) return this.packrInstance;
+    const { Packr: MsgPackr } = require('msgpackr') as typeof import('msgpackr');
+    const store = this.structures;
+    // No `structures` option: msgpackr then starts "uninitialized" and loads the persisted
+    // structures through getStructures before its first pack, so a reopened pile extends the
+    // stored list instead of minting ids 0x40.. again over shapes that old records use.
+    const packr: Packr = new MsgPackr({
+      maxSharedStructures: 8160,
+      copyBuffers: true,
+      // Typed arrays other than Uint8Array, Sets and bigints beyond 64 bits round-trip only with
+      // the extensions; without them msgpackr writes a Float64Array as garbage bytes.
+      moreTypes: true,
+      // Without it msgpackr stores a function as undefined, silently.
+      writeFunction: refuseFunction('PILE_INVALID_OPTION'),
+      getStructures: () => store.getStructures() as never,
+      saveStructures: (structures: unknown) => store.saveStructures(structures as unknown[]),
+    } as never);
+    this.packrInstance = packr;
+    return packr;
+  }
+
+  /** msgpackr reloads the persisted structures on its next pack (its own list may hold unsaved ones). */
+  forgetStructures(): void {
+    if (this.packrInstance === undefined) return;
+    const fresh: unknown[] & { uninitialized?: boolean; sharedLength?: number } = [];
+    fresh.uninitialized = true;
+    fresh.sharedLength = 0;
+    (this.packrInstance as unknown as { structures: unknown }).structures = fresh;
+  }
+
+  /** Prepares `value` of a generic put or set: its kind, length and what write() needs. */
+  prepare(value: unknown): void {
+    this.bytes = undefined;
+    this.value = value;
+    if (typeof value === 'string') {
+      const bad = illFormedString(value);
+      if (bad !== undefined) throw invalid('value', bad);
+      this.kind = KIND_STRING;
+      this.len = Buffer.byteLength(value, 'utf8');
+    } else if (value instanceof Uint8Array) {
+      this.kind = Buffer.isBuffer(value) ? KIND_BUFFER : KIND_BYTES;
+      this.len = value.length;
+    } else {
+      // pack() may persist new record structures through the catalog, which stores a record of
+      // its own (prepareBytes): the fields are set after it.
+      let bytes: Buffer;
+      // msgpackr's packing state is one per process: a pack inside a getter of the value being
+      // packed would garble both. Writes are refused meanwhile (see EncodeGuard).
+      GUARD.depth++;
+      try {
+        const bad = genericValueFault(value, true);
+        if (bad !== undefined) throw new PileError('PILE_INVALID_OPTION', `option ${bad}`);
+        bytes = this.packr.pack(value);
+      } catch (err) {
+        // A pack that threw may have minted a structure it never saved; a later record of that
+        // shape would name an id the catalog does not list.
+        this.forgetStructures();
+        if (err instanceof PileError) throw err;
+        throw invalid('value', `can not be encoded by msgpackr: ${(err as Error).message}`);
+      } finally {
+        GUARD.depth--;
+      }
+      this.kind = KIND_MSGPACK;
+      this.bytes = bytes;
+      this.value = value;
+      this.len = bytes.length;
+    }
+  }
+
+  /** Prepares a typed record of schema `id` (measured exactly: a set writes into a block it already has). */
+  prepareTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): void {
+    GUARD.depth++;
+    let len: number;
+    try {
+      len = TYPED_PREFIX + codec.measure(value);
+    } finally {
+      GUARD.depth--;
+    }
+    this.kind = KIND_TYPED;
+    this.len = len;
+    this.value = value;
+    this.codec = codec;
+    this.schemaId = id;
+  }
+
+  /** Prepares a raw block owned by `tag`: `bytes` as its content, or `size` zero bytes. */
+  prepareRaw(tag: number, size: number, bytes: Uint8Array | undefined): void {
+    this.kind = KIND_RAW;
+    this.len = RAW_PREFIX + size;
+    this.value = tag;
+    this.bytes = bytes;
+  }
+
+  /** Prepares a record of `kind` whose payload is `bytes` as they are (the catalog's JSON). */
+  prepareBytes(kind: number, bytes: Uint8Array): void {
+    this.kind = kind;
+    this.len = bytes.length;
+    this.value = undefined;
+    this.bytes = bytes;
+  }
+
+  /** Writes the prepared payload at `p` of `seg`. */
+  write(seg: Segment, p: number): void {
+    switch (this.kind) {
+      case KIND_STRING:
+        seg.buf.write(this.value as string, p, this.len, 'utf8');
+        break;
+      case KIND_BYTES:
+      case KIND_BUFFER:
+        seg.buf.set(this.value as Uint8Array, p);
+        break;
+      case KIND_MSGPACK:
+      case KIND_CATALOG:
+        seg.buf.set(this.bytes!, p);
+        break;
+      case KIND_TYPED:
+        seg.view.setUint16(p, this.schemaId, true);
+        GUARD.depth++;
+        try {
+          this.codec!.encode(this.value, seg.buf, seg.view, p + TYPED_PREFIX, p + this.len);
+        } finally {
+          GUARD.depth--;
+        }
+        break;
+      case KIND_RAW:
+        seg.u32[p >>> 2] = this.value as number;
+        seg.u32[(p >>> 2) + 1] = 0;
+        if (this.bytes !== undefined) seg.buf.set(this.bytes, p + RAW_PREFIX);
+        else seg.buf.fill(0, p + RAW_PREFIX, p + this.len);
+        break;
+      default:
+        throw new Error(`unexpected kind ${this.kind}`);
+    }
+  }
+
+  /** Decodes the record whose block is at `off` of `seg`, as the kind it was put. */
+  decode(seg: Segment, off: number): unknown {
+    const w = seg.u32[(off >>> 2) + 1]!;
+    const len = seg.u32[(off >>> 2) + 2]!;
+    const p = off + BLOCK_HEADER_SIZE;
+    switch (kindOf(w)) {
+      case KIND_STRING:
+        return seg.buf.toString('utf8', p, p + len);
+      case KIND_BYTES: {
+        const out = new Uint8Array(len);
+        out.set(seg.buf.subarray(p, p + len));
+        return out;
+      }
+      case KIND_BUFFER:
+        return Buffer.from(seg.buf.subarray(p, p + len));
+      case KIND_RAW:
+        return Buffer.from(seg.buf.subarray(p + RAW_PREFIX, p + len));
+      case KIND_MSGPACK:
+        try {
+          return this.packr.unpack(seg.buf.subarray(p, p + len));
+        } catch (err) {
+          throw corruptError(seg, off, `msgpack decode failed: ${(err as Error).message}`);
+        }
+      case KIND_TYPED: {
+        const id = seg.view.getUint16(p, true);
+        const c = this.codecs.get(id);
+        if (c === undefined) {
+          const name = this.schemaName(id);
+          throw new PileError(
+            'PILE_SCHEMA_MISMATCH',
+            name === undefined
+              ? `record at segment ${seg.index} offset ${off} uses schema id ${id}, unknown to this pile`
+              : `record at segment ${seg.index} offset ${off} is typed by schema '${name}': register it first with pile.schema('${name}', zodSchema)`,
+          );
+        }
+        return c.codec.decode(seg.buf, seg.view, p + TYPED_PREFIX, len - TYPED_PREFIX);
+      }
+      default:
+        throw corruptError(seg, off, `unknown record kind ${kindOf(w)}`);
+    }
+  }
+
+  /** Drops what a closed pile must not keep alive: the last value, the codecs, msgpackr. */
+  clear(): void {
+    this.codecs.clear();
+    this.value = undefined;
+    this.bytes = undefined;
+    this.codec = undefined;
+    this.packrInstance = undefined;
+  }
+}
+
+/** Payload bytes of the record at `off` of `seg` as the API counts them (sizeOf): without a typed or raw prefix. */
+export function payloadSize(seg: Segment, off: number): number {
+  const w = seg.u32[(off >>> 2) + 1]!;
+  const len = seg.u32[(off >>> 2) + 2]!;
+  const kind = kindOf(w);
+  return kind === KIND_TYPED ? len - TYPED_PREFIX : kind === KIND_RAW ? len - RAW_PREFIX : len;
+}

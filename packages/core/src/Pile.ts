@@ -23,6 +23,7 @@ import type { FieldAccess } from './TypedStore';
 import { TypedView, type SchemaOptions } from './TypedView';
 import { payloadSize } from './ValueEncoding';
 import { checkBeforeWrite, corruptError, verifyPile, type VerifyReport } from './Verify';
+import { warmPile } from './Warm';
 
 /** Module-local: a reference to the import itself is a property load on each use. */
 const GUARD = encodeGuard;
@@ -82,7 +83,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
 
   /** Use {@link openPile}. */
   constructor(options: PileOptions = {}) {
-    const { dir, readonly, verifyOnRead, create, onProgress, checkpointBytes, checkpointInterval } = checkOptions(options);
+    const { dir, readonly, verifyOnRead, create, onProgress, checkpointBytes, checkpointInterval, warm } = checkOptions(options);
     const files =
       dir === undefined
         ? undefined
@@ -130,6 +131,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
       this.releaseFiles();
       throw err;
     }
+    if (warm) void warmPile({ segments: this.segments, segmentSize, isOpen: () => !this.closed }, this.alloc.tailAddr, onProgress);
   }
 
   /**

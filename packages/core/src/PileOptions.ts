@@ -19,7 +19,7 @@ export interface PileOptions {
   verifyOnRead?: boolean;
   /** false: refuse to create a new pile in `dir` (PILE_INVALID_OPTION). Default true. */
   create?: boolean;
-  /** Progress of long opens (recovery after a crash). */
+  /** Progress of long opens (phase 'recover', after a crash) and of the warm-up after the open (phase 'warm', see `warm`). */
   onProgress?: (p: { phase: string; done: number; total: number }) => void;
   /**
    * A mapped pile saves a checkpoint (allocator state, dirty marks cleared) once this many block
@@ -29,6 +29,16 @@ export interface PileOptions {
   checkpointBytes?: number;
   /** Also checkpoint this many milliseconds after a write when no checkpoint followed it (0: never by time). Default 5000. */
   checkpointInterval?: number;
+  /**
+   * After the open, fault the pages of the pile's records into this process on the libuv thread
+   * pool (`MADV_POPULATE_READ`, else a read per page; `MADV_WILLNEED` in worker threads), a segment
+   * at a time in chunks, so that random reads soon after a restart do not each take a page fault.
+   * The open does not wait for it and gets are served meanwhile; progress goes to `onProgress`
+   * (phase 'warm', bytes). Default false: it reads the whole pile into memory, which a process that
+   * touches a small part of a large pile, or a machine with less memory than the pile, does not
+   * want. Only for a pile with a `dir`. docs/guide.md.
+   */
+  warm?: boolean;
 }
 
 /** The options {@link checkOptions} found valid, with their defaults. */
@@ -40,6 +50,7 @@ export interface CheckedOptions {
   readonly onProgress: PileOptions['onProgress'];
   readonly checkpointBytes: number;
   readonly checkpointInterval: number;
+  readonly warm: boolean;
 }
 
 const KNOWN_OPTIONS = new Set([
@@ -52,6 +63,7 @@ const KNOWN_OPTIONS = new Set([
   'onProgress',
   'checkpointBytes',
   'checkpointInterval',
+  'warm',
 ]);
 
 /** The error of a bad option or argument, naming it. */
@@ -73,7 +85,7 @@ export function isSegmentSize(s: number): boolean {
 export function checkOptions(options: PileOptions): CheckedOptions {
   if (options === null || typeof options !== 'object') throw invalid('options', 'expected an object');
   for (const k of Object.keys(options)) if (!KNOWN_OPTIONS.has(k)) throw invalid(k, 'unknown option');
-  const { dir, readonly = false, verifyOnRead = false, create = true, onProgress } = options;
+  const { dir, readonly = false, verifyOnRead = false, create = true, onProgress, warm = false } = options;
   if (dir !== undefined && (typeof dir !== 'string' || dir === '')) throw invalid('dir', 'expected a non-empty string');
   if (typeof readonly !== 'boolean') throw invalid('readonly', 'expected a boolean');
   if (typeof verifyOnRead !== 'boolean') throw invalid('verifyOnRead', 'expected a boolean');
@@ -86,6 +98,8 @@ export function checkOptions(options: PileOptions): CheckedOptions {
     throw invalid('maxMemory', `expected a positive integer of bytes, got ${String(options.maxMemory)}`);
   }
   if (readonly && dir === undefined) throw invalid('readonly', 'an in-memory pile (no dir) can not be read-only');
+  if (typeof warm !== 'boolean') throw invalid('warm', 'expected a boolean');
+  if (warm && dir === undefined) throw invalid('warm', 'an in-memory pile (no dir) has no file pages to warm');
   const { checkpointBytes = 64 * MiB, checkpointInterval = 5000 } = options;
   if (!Number.isSafeInteger(checkpointBytes) || checkpointBytes < MiB) {
     throw invalid('checkpointBytes', `expected an integer of at least 1 MiB (1048576), got ${String(checkpointBytes)}`);
@@ -93,5 +107,5 @@ export function checkOptions(options: PileOptions): CheckedOptions {
   if (!Number.isSafeInteger(checkpointInterval) || checkpointInterval < 0 || checkpointInterval > 2 ** 31 - 1) {
     throw invalid('checkpointInterval', `expected milliseconds from 0 (off) to 2147483647, got ${String(checkpointInterval)}`);
   }
-  return { dir, readonly, verifyOnRead, create, onProgress, checkpointBytes, checkpointInterval };
+  return { dir, readonly, verifyOnRead, create, onProgress, checkpointBytes, checkpointInterval, warm };
 }

@@ -24,6 +24,8 @@ const ZERO_CHUNK = 1 << 20;
  * restart) does not load node:worker_threads.
  */
 let canPopulate: boolean | undefined;
+/** Whether this is the main thread, where pool jobs of a mapping may run (see canPopulate). */
+let mainThread: boolean | undefined;
 const EMPTY = Buffer.alloc(0);
 const EMPTY_U32 = new Uint32Array(0);
 const EMPTY_F64 = new Float64Array(0);
@@ -247,6 +249,24 @@ export class Segment {
   populate(from: number, to: number): void {
     canPopulate ??= native.populateSupported() && (require('node:worker_threads') as typeof import('node:worker_threads')).isMainThread;
     if (canPopulate && this.mapped && !this.readonlyMap && to > from) this.mapping!.populate(from, to - from);
+  }
+
+  /**
+   * Faults the pages of bytes [from, to) in for reading, mapping the segment first (the warm
+   * option, see Warm.ts). On the main thread on a libuv worker: MADV_POPULATE_READ, or a read of
+   * one byte per page where the kernel lacks it. In a worker thread, whose termination must not find
+   * a pool job running (see canPopulate), MADV_WILLNEED from the calling thread: it starts reading
+   * the file into the page cache and returns, so reads find the pages in memory, though each first
+   * touch still maps its page. Resolves when done.
+   * @throws PILE_CORRUPT, PILE_OUT_OF_SPACE, PILE_IO as use() does
+   * @returns rejects with the errno error of the job (ENOMEM; ENXIO when released before it ran)
+   */
+  warm(from: number, to: number): Promise<unknown> {
+    mainThread ??= (require('node:worker_threads') as typeof import('node:worker_threads')).isMainThread;
+    const mapping = this.use().mapping!;
+    if (mainThread) return mapping.warm(from, to - from);
+    mapping.advise(from, to - from, native.ADVICE.WILLNEED);
+    return new Promise((resolve) => setImmediate(resolve));
   }
 
   /**

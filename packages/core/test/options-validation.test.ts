@@ -40,6 +40,13 @@ describe('options validation', () => {
     openPile({ dir, checkpointBytes: MiB, checkpointInterval: 0 }).close();
   });
 
+  it('refuses a warm that is not a boolean, and warm for an in-memory pile', () => {
+    for (const bad of [1, 'yes', null]) rejects({ dir, warm: bad }, 'warm');
+    expect(rejects({ warm: true }, 'warm').message).to.include('in-memory');
+    expect(fs.readdirSync(dir)).to.deep.equal([]);
+    openPile({ warm: false }).close();
+  });
+
   it('refuses a segmentSize outside 1 MiB .. 1 GiB and accepts both ends', () => {
     rejects({ segmentSize: MiB / 2 }, 'segmentSize');
     rejects({ segmentSize: 2 * 1024 * MiB }, 'segmentSize');

@@ -1,5 +1,6 @@
 import {
   FLAG_BODY,
+  GEN_BITS,
   GEN_MASK,
   KIND_CATALOG,
   KIND_FREE,
@@ -33,6 +34,11 @@ const CONFIRM_DEPTH = 8;
 const POPULATE_CHUNK = 1 << 20;
 /** Segments a pile can have (pointers carry 14 bits of segment index). */
 const MAX_SEGMENTS = 1 << 14;
+/** The bits above the generation of a generation check word (~gen with gen < 2^22): all ones. */
+const CHECK_HIGH = 0xffffffff >>> GEN_BITS;
+
+/** `x` has exactly one bit set. */
+const oneBit = (x: number): boolean => x !== 0 && (x & (x - 1)) === 0;
 
 /** Dirty marks of a segment since the last checkpoint (kept in pile.meta, see docs/format.md). */
 export const MARK_CLEAN = 0;
@@ -426,7 +432,7 @@ export class Allocator {
           // confirm; a damaged one ends the walk, and the rest of the segment stays untouched.
           size = this.trustedFreeSize(seg, off);
           if (size < 0) break;
-          const g = this.trustedGen(u32, off);
+          const g = this.trustedGen(seg, off);
           if (runStart < 0) {
             runStart = off;
             runGen = g;
@@ -628,7 +634,7 @@ export class Allocator {
     let max = 0;
     for (let off = SEGMENT_HEADER_SIZE; off < this.segmentSize;) {
       const size = u32[off >>> 2]!;
-      const g = this.trustedGen(u32, off);
+      const g = this.trustedGen(seg, off);
       if (g > max) max = g;
       if (!this.saneSize(off, size)) break;
       off += size;
@@ -700,14 +706,34 @@ export class Allocator {
   }
 
   /**
-   * The generation of the free or reserved block at `off` to keep when it is merged: the larger of
-   * word1's and the one its check word names, so that a damaged generation never goes down.
+   * The generation of the block at `off` to keep when it is merged or its segment released: never
+   * lower than any generation the offset had, and never raised by a word that is not a generation.
+   *
+   * Word 3 of a free block, and of a reserved one without a record kind, is only ever a generation
+   * check (every writer stores it before word1): the larger of word1's generation and the one it
+   * names, so that a crash between the two stores (a carve, a merge) or a damaged word1 never lowers it.
+   *
+   * A block with a record kind (reserved by a commit in progress, used, damaged) has its checksum
+   * there from the commit's second store on. Read as a check word, a checksum names a random
+   * generation: a writer killed between the checksum and the state store would make the offset's
+   * next block take that random generation + 1, far up (wrapping the tag early) or, near 2^22,
+   * around to 0. Its word1 carries the generation the block was cut with (a commit never changes
+   * it), so that is the one, unless word 3 is the check word of a generation one bit away (the
+   * commit's first store done, then one bit of either word damaged): then the larger of the two.
+   * A checksum passes that test with a chance of 22 in 2^32, and then raises by one bit only.
    */
-  trustedGen(u32: Uint32Array, off: number): number {
+  trustedGen(seg: Segment, off: number): number {
+    const u32 = seg.u32;
     const h = off >>> 2;
-    const g = genOf(u32[h + 1]!);
-    if (u32[h + 3] === genCheck(g)) return g;
-    const c = genCheck(u32[h + 3]!) & GEN_MASK;
+    const w = u32[h + 1]!;
+    const g = genOf(w);
+    const w3 = u32[h + 3]!;
+    if (w3 === genCheck(g)) return g;
+    const c = genCheck(w3) & GEN_MASK;
+    const state = stateOf(w);
+    if (state === STATE_FREE || (state === STATE_RESERVED && kindOf(w) === KIND_FREE)) return c > g ? c : g;
+    if (w3 >>> GEN_BITS !== CHECK_HIGH || !oneBit(c ^ g)) return g;
+    if (this.saneSize(off, u32[h]!) && blockDamage(seg.buf, u32, off) === undefined) return g;
     return c > g ? c : g;
   }
 

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createExclusive, ioError, notRegular } from './FileAccess';
+import { closeAndUnlinkQuietly, createExclusive, ioError, notRegular, unlinkQuietly } from './FileAccess';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
@@ -63,11 +63,7 @@ export class DirectoryLock {
         // writer and a reader opening at once, at least one sees the other.
         const reader = liveReader(key);
         if (reader !== undefined) {
-          try {
-            fs.unlinkSync(file);
-          } catch {
-            /* gone */
-          }
+          unlinkQuietly(file);
           throw new PileError(
             'PILE_LOCKED',
             `pile ${dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`,
@@ -113,18 +109,10 @@ export class DirectoryLock {
         } catch {
           /* a third taker holds it now */
         }
-        try {
-          fs.unlinkSync(aside);
-        } catch {
-          /* gone */
-        }
+        unlinkQuietly(aside);
         throw new PileError('PILE_LOCKED', `pile ${dir} was just taken by process ${moved} (lock file ${file})`);
       }
-      try {
-        fs.unlinkSync(aside);
-      } catch {
-        /* gone */
-      }
+      unlinkQuietly(aside);
     }
     throw new PileError('PILE_LOCKED', `could not take the lock file ${file}`);
   }
@@ -184,12 +172,7 @@ export class ReaderMark {
   }
 
   release(): void {
-    if (this.file !== undefined)
-      try {
-        fs.unlinkSync(this.file);
-      } catch {
-        /* gone */
-      }
+    if (this.file !== undefined) unlinkQuietly(this.file);
   }
 }
 
@@ -207,11 +190,7 @@ function liveReader(dir: string): number | undefined {
     if (pid === undefined || !Number.isInteger(pid)) continue;
     const live = pid === process.pid ? Math.abs((start ?? 0) - PROCESS_START) <= 2 : alive(pid);
     if (live) return pid;
-    try {
-      fs.unlinkSync(path.join(dir, name));
-    } catch {
-      /* removed by another */
-    }
+    unlinkQuietly(path.join(dir, name));
   }
   return undefined;
 }
@@ -248,17 +227,7 @@ function createWithPid(file: string): boolean {
   } catch (err) {
     throw ioError(err, `can not create lock file ${file}`);
   } finally {
-    if (fd !== undefined)
-      try {
-        fs.closeSync(fd);
-      } catch {
-        /* closed */
-      }
-    try {
-      fs.unlinkSync(tmp);
-    } catch {
-      /* never made, or gone */
-    }
+    closeAndUnlinkQuietly(fd, tmp);
   }
   // No hard links on this file system: exclusive create, then the pid.
   let lock: number;
@@ -271,11 +240,7 @@ function createWithPid(file: string): boolean {
   try {
     if (fs.writeSync(lock, pid) !== pid.length) throw new Error(`short write to ${file}`);
   } catch (err) {
-    try {
-      fs.unlinkSync(file);
-    } catch {
-      /* gone */
-    }
+    unlinkQuietly(file);
     throw ioError(err, `can not write lock file ${file}`);
   } finally {
     fs.closeSync(lock);
@@ -296,11 +261,7 @@ function removeLeftovers(dir: string): void {
     if (m === null) continue;
     const pid = Number(m[1] ?? m[2]);
     if (pid !== process.pid && !alive(pid)) {
-      try {
-        fs.unlinkSync(path.join(dir, name));
-      } catch {
-        /* removed by another */
-      }
+      unlinkQuietly(path.join(dir, name));
     }
   }
 }

@@ -64,6 +64,33 @@ export function openExisting(file: string, readonly: boolean): number | undefine
   return fd;
 }
 
+/**
+ * Removes `file`, ignoring any failure: for cleanup on a path that is already failing or racing
+ * (the file never made, gone, or removed by another process), where the error that matters is
+ * the one being reported, or none.
+ */
+export function unlinkQuietly(file: string): void {
+  try {
+    fs.unlinkSync(file);
+  } catch {
+    /* never made, or gone */
+  }
+}
+
+/**
+ * The cleanup of a file whose writing failed or is done with: closes `fd` (when given) and
+ * removes `file`, ignoring what fails (the descriptor closed already, the file never made or gone).
+ */
+export function closeAndUnlinkQuietly(fd: number | undefined, file: string): void {
+  if (fd !== undefined)
+    try {
+      fs.closeSync(fd);
+    } catch {
+      /* closed already */
+    }
+  unlinkQuietly(file);
+}
+
 function lstatOrUndefined(file: string): fs.Stats | undefined {
   try {
     return fs.lstatSync(file);

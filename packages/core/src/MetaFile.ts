@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { FORMAT_VERSION, META_MAGIC, OLDEST_FORMAT_VERSION } from './BlockFormat';
-import { createExclusive, ioError, openExisting } from './FileAccess';
+import { closeAndUnlinkQuietly, createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
 export const META_FILE_NAME = 'pile.meta';
@@ -65,26 +65,19 @@ export class MetaFile {
   static create(dir: string, header: MetaHeader): MetaFile {
     const file = path.join(dir, META_FILE_NAME);
     const tmp = `${file}.tmp`;
-    const fd = createExclusive(tmp, true);
+    let fd: number | undefined = createExclusive(tmp, true);
     try {
       const b = Buffer.alloc(CLEAN_STATE_AT);
       encodeHeader(b, header);
       if (fs.writeSync(fd, b, 0, b.length, 0) !== b.length) throw new Error(`short write to ${tmp}`);
       fs.fsyncSync(fd);
       fs.closeSync(fd);
+      // Closed: a failed rename must not close the number again (another open may have it by then).
+      fd = undefined;
       // A pile directory either has a complete meta file or none: a crash mid-create leaves only the .tmp.
       fs.renameSync(tmp, file);
     } catch (err) {
-      try {
-        fs.closeSync(fd);
-      } catch {
-        /* closed already */
-      }
-      try {
-        fs.unlinkSync(tmp);
-      } catch {
-        /* gone */
-      }
+      closeAndUnlinkQuietly(fd, tmp);
       throw ioError(err, `can not create meta file ${file}`);
     }
     return new MetaFile(file, openExisting(file, false)!, false);

@@ -2,10 +2,8 @@ import { PileError, type CompiledSchema, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import {
   E_CREATED,
-  E_EXPIRES,
-  E_KEY,
-  E_PRIORITY,
   E_SEQ,
+  E_KEY,
   E_VALUE_KIND,
   H_COUNT,
   H_EXPIRING,
@@ -21,21 +19,24 @@ import {
   S_OVERWRITES,
   S_REMOVES,
   S_REPLACES,
-  STAT_NAMES,
-  H_STATS,
   TAG_ENTRY,
+  addStats,
   align8,
+  entryTooLarge,
   tagOf,
   valueLength,
   valueOffset,
   writeEntryHead,
+  zeroStats,
 } from './EntryFormat';
 import { EVICTION_SAMPLES, EvictionPool } from './Eviction';
 import type { CacheKey } from './KeyCodec';
 import { SlotIndex, TOMBSTONE } from './SlotIndex';
-import { checkOptionKeys, invalidOption } from './TableOptions';
+import { freeTableBlocks, tableBytes } from './TableBlocks';
+import { liveCount, rejuvenate, sweepTable, type RenewedTable } from './TableExpiry';
+import { checkOptionKeys, expiresAtOption, invalidOption, maxAgeOption, priorityOption } from './TableOptions';
 import { SPECULATIVE_PROBES, growForCollision, makeRoomForInsert, probeLimit, shrinkIfSparse } from './TableResize';
-import type { TableMeta, TableState } from './TableState';
+import type { TableMeta } from './TableState';
 import type { GetOptions, PutOptions, PutResult, TableHook, TableStats } from './TableTypes';
 import { walkTable, type WalkedTable } from './TableIteration';
 import { ValueCodec } from './ValueCodec';
@@ -53,10 +54,11 @@ function closedTable(name: string): PileError {
 /**
  * A named table of a {@link PileCache}: keys, values, expiry and priority all live in the pile.
  * Obtained from {@link PileCache.table}; valid until the cache is closed or the table dropped.
- * Its hot paths (put, get, the probing of SlotIndex) stay in this one class; resizing, eviction
- * choice and recovery are in TableResize, Eviction and CacheRecovery.
+ * Its hot paths (put, get, the probing of SlotIndex) stay in this one class; the cold code is
+ * functions of its state (TableState): resizing (TableResize), eviction choice (Eviction), expiry
+ * sweeps, count and rejuvenate (TableExpiry), its blocks (TableBlocks) and recovery (CacheRecovery).
  */
-export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
+export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
   /** @internal */ idx: SlotIndex;
   /** @internal */ header: Float64Array;
   /** @internal */ values: ValueCodec<V>;
@@ -66,11 +68,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
   /** @internal */ growRetryAt = 0;
   private dropped = false;
   private readonly eviction = new EvictionPool();
-  /**
-   * No live entry expires before this time (ms): until then `count` needs no sweep. Not
-   * persisted: 0 after an open, so the first `count` that may see an expired entry sweeps once.
-   */
-  private expiryKnownUntil = 0;
+  /** @internal No live entry expires before this time (ms): until then `count` needs no sweep (TableState). */
+  expiryKnownUntil = 0;
   /** @internal */ hook: TableHook | undefined = undefined;
 
   /** @internal */
@@ -101,16 +100,7 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
    */
   get count(): number {
     this.check();
-    const h = this.header;
-    if (h[H_EXPIRING] === 0) return h[H_COUNT]!;
-    const now = this.host.clock();
-    if (now < this.expiryKnownUntil) return h[H_COUNT]!;
-    // Something may have expired since the last sweep: sweep now (a read-only table counts instead).
-    if (!this.host.readonly) {
-      this.sweepExpired(now, false);
-      return h[H_COUNT]!;
-    }
-    return h[H_COUNT]! - this.countExpired(now);
+    return liveCount(this);
   }
 
   /** Slots of the index. @throws PILE_CLOSED */
@@ -128,10 +118,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
   /** A snapshot of the table's counters (persisted across restarts). @throws PILE_CLOSED */
   get stats(): TableStats {
     this.check();
-    const s = {} as Record<(typeof STAT_NAMES)[number], number>;
-    STAT_NAMES.forEach((n, i) => {
-      s[n] = this.header[H_STATS + i]!;
-    });
+    const s = zeroStats();
+    addStats(s, this.header);
     return s;
   }
 
@@ -171,26 +159,11 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     let expiresAt = -1;
     if (opts !== undefined) {
       checkOptionKeys(opts, 'put', 'maxAgeSec', 'expiresAt', 'priority');
-      if (opts.priority !== undefined) {
-        priority = opts.priority;
-        if (!Number.isInteger(priority) || priority < -0x80000000 || priority > 0x7fffffff) {
-          throw invalidOption('priority', `expected an int32, got ${String(priority)}`);
-        }
-      }
+      if (opts.priority !== undefined) priority = priorityOption(opts.priority);
       if (opts.maxAgeSec !== undefined && opts.expiresAt !== undefined)
         throw invalidOption('expiresAt', 'give maxAgeSec or expiresAt, not both');
-      if (opts.maxAgeSec !== undefined) {
-        maxAgeSec = opts.maxAgeSec;
-        if (typeof maxAgeSec !== 'number' || !Number.isFinite(maxAgeSec) || maxAgeSec < 0) {
-          throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAgeSec)}`);
-        }
-      }
-      if (opts.expiresAt !== undefined) {
-        const e = opts.expiresAt instanceof Date ? opts.expiresAt.getTime() : opts.expiresAt;
-        if (typeof e !== 'number' || !Number.isFinite(e) || e <= 0)
-          throw invalidOption('expiresAt', `expected a Date or ms since the epoch, got ${String(opts.expiresAt)}`);
-        expiresAt = e;
-      }
+      if (opts.maxAgeSec !== undefined) maxAgeSec = maxAgeOption(opts.maxAgeSec, true);
+      if (opts.expiresAt !== undefined) expiresAt = expiresAtOption(opts.expiresAt);
     }
     // Before the write, and before the key is prepared (the hook may use other tables).
     if (this.hook !== undefined) this.hook.changed('put', key);
@@ -201,12 +174,7 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     // Checked before anything is sized from them: an entry must fit in one segment, and past
     // 2^31 the 32-bit align8 of a key length wraps.
     const room = host.pile.segmentSize;
-    if (vlen > room || (key instanceof Uint8Array && key.length > room)) {
-      throw new PileError(
-        'PILE_TOO_LARGE',
-        `a cache entry with a ${key instanceof Uint8Array ? `${key.length}-byte key and ` : ''}${vlen}-byte value does not fit in a segment of ${room} bytes (segmentSize)`,
-      );
-    }
+    if (vlen > room || (key instanceof Uint8Array && key.length > room)) throw entryTooLarge(key, vlen, room);
     const now = host.clock();
     if (expiresAt < 0) expiresAt = maxAgeSec > 0 ? now + maxAgeSec * 1000 : 0;
     const kc = host.keys;
@@ -229,11 +197,7 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     let maxAge = -1;
     if (opts !== undefined) {
       checkOptionKeys(opts, 'get', 'maxAgeSec', '', '');
-      if (opts.maxAgeSec !== undefined) {
-        maxAge = opts.maxAgeSec;
-        if (typeof maxAge !== 'number' || Number.isNaN(maxAge) || maxAge < 0)
-          throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(maxAge)}`);
-      }
+      if (opts.maxAgeSec !== undefined) maxAge = maxAgeOption(opts.maxAgeSec, false);
     }
     const host = this.host;
     host.keys.prepare(key);
@@ -333,32 +297,7 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
    */
   rejuvenate(key: CacheKey): boolean {
     this.writable();
-    const hook = this.hook;
-    if (hook !== undefined) hook.changed('expiry', key);
-    const host = this.host;
-    host.keys.prepare(key);
-    const i = this.find();
-    if (i < 0) return false;
-    const exp = this.idx.expiry(i);
-    const now = host.clock();
-    if (exp !== 0 && exp <= now) {
-      this.expireSlot(i);
-      return false;
-    }
-    if (hook !== undefined && hook.epoch > 0 && this.belowEpoch(hook)) return false;
-    const mem = host.mem;
-    const o = mem.off;
-    const voff = valueOffset(mem);
-    const len = voff + valueLength(mem, voff);
-    const s = host.scratch(len);
-    mem.buf.copy(s.buf, 0, o, o + len);
-    const created = s.view.getFloat64(E_CREATED, true);
-    const newExp = exp === 0 ? 0 : now + (exp - created);
-    s.view.setFloat64(E_SEQ, this.header[H_SEQ]!++, true);
-    s.view.setFloat64(E_CREATED, now, true);
-    s.view.setFloat64(E_EXPIRES, newExp, true);
-    this.storeEncoded(len, s.view.getInt32(E_PRIORITY, true), newExp, false);
-    return true;
+    return rejuvenate(this, key);
   }
 
   /**
@@ -397,37 +336,9 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
 
   // ----------------------------------------------------------------- internals (used by PileCache)
 
-  /** @internal Frees every live entry whose expiry has passed; returns how many. */
+  /** @internal Frees every live entry whose expiry has passed; returns how many (a method: a test counts the sweeps). */
   sweepExpired(now: number, shrink: boolean): number {
-    if (this.header[H_EXPIRING] === 0) {
-      this.expiryKnownUntil = Number.POSITIVE_INFINITY;
-      return 0;
-    }
-    let freed = 0;
-    let next = Number.POSITIVE_INFINITY;
-    const idx = this.idx;
-    const readonly = this.host.readonly;
-    for (let i = 0; i < idx.capacity; i++) {
-      const e = idx.expiry(i);
-      const p = idx.ptr(i);
-      if (e === 0 || p <= 0) continue;
-      if (e <= now && !readonly) {
-        this.expireSlot(i);
-        freed++;
-        if (idx.ptr(i) !== p) i--; // the backward shift may have moved a later entry into this slot
-      } else if (e < next) next = e;
-    }
-    if (!readonly) this.expiryKnownUntil = next;
-    if (shrink) shrinkIfSparse(this);
-    return freed;
-  }
-
-  /** Live slots whose expiry has passed (a read-only table can not free them). */
-  private countExpired(now: number): number {
-    let n = 0;
-    const idx = this.idx;
-    for (let i = 0; i < idx.capacity; i++) if (idx.expiry(i) !== 0 && idx.expiry(i) <= now && idx.ptr(i) > 0) n++;
-    return n;
+    return sweepTable(this, now, shrink);
   }
 
   /**
@@ -444,20 +355,12 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
   /** @internal Pile bytes of the table: index, header and the payload of each entry record. O(capacity). */
   bytes(): number {
     this.check();
-    const idx = this.idx;
-    const pile = this.host.pile;
-    let n = idx.capacity * 24 + HEADER_WORDS * 8;
-    for (let i = 0; i < idx.capacity; i++) if (idx.ptr(i) > 0) n += pile.sizeOf(idx.ptr(i) as PilePointer);
-    return n;
+    return tableBytes(this);
   }
 
   /** @internal Frees the index, the header and every entry (dropTable); the table is unusable after. */
   destroy(): void {
-    const pile = this.host.pile;
-    const idx = this.idx;
-    for (let i = 0; i < idx.capacity; i++) if (idx.ptr(i) > 0) pile.delete(idx.ptr(i) as PilePointer);
-    idx.free(pile);
-    pile.delete(this.meta.header as PilePointer);
+    freeTableBlocks(this);
     this.markDropped();
   }
 
@@ -491,8 +394,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     if (this.dropped) throw closedTable(this.meta.name);
   }
 
-  /** The slot holding the prepared key, or -1; on a hit, host.mem is left on the entry's record. */
-  private find(): number {
+  /** @internal The slot holding the prepared key, or -1; on a hit, host.mem is left on the entry's record. */
+  find(): number {
     const idx = this.idx;
     const cap = idx.capacity;
     // probeLimit() written out: this runs on every get and put (npx -y pnpm@12.4.2 bench cache).
@@ -520,8 +423,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     return len;
   }
 
-  /** Stores the entry in scratch[0..len) for the prepared key and publishes it in the index. */
-  private storeEncoded(len: number, priority: number, expiresAt: number, count: boolean): PutResult {
+  /** @internal Stores the entry in scratch[0..len) for the prepared key and publishes it in the index. */
+  storeEncoded(len: number, priority: number, expiresAt: number, count: boolean): PutResult {
     const host = this.host;
     this.stores++;
     const h = this.header;
@@ -645,7 +548,8 @@ export class CacheTable<V = unknown> implements TableState, WalkedTable<V> {
     this.host.pile.delete(p as PilePointer);
   }
 
-  private expireSlot(i: number): void {
+  /** @internal */
+  expireSlot(i: number): void {
     if (this.host.readonly) return;
     this.removeSlot(i);
     this.header[S_EXPIRED]!++;

@@ -1,5 +1,7 @@
 import { PileError } from '@pile/core';
+import type { CacheKey } from './KeyCodec';
 import type { PileMemory } from './PileMemory';
+import type { TableStats } from './TableTypes';
 
 /**
  * Byte layout of a cache entry: one sealed raw record per entry (pile.putRaw), little endian,
@@ -128,6 +130,20 @@ export const STAT_NAMES = [
   'grows',
   'shrinks',
 ] as const;
+/** Every counter of {@link STAT_NAMES} at 0. */
+export function zeroStats(): TableStats {
+  const s = {} as TableStats;
+  for (const n of STAT_NAMES) s[n] = 0;
+  return s;
+}
+
+/** Adds the counters of header `h` to `s` (a table's own, or the sum over a cache's tables). */
+export function addStats(s: TableStats, h: Float64Array): void {
+  STAT_NAMES.forEach((n, i) => {
+    s[n] += h[H_STATS + i]!;
+  });
+}
+
 /** Header word of each statistic, in STAT_NAMES order. */
 export const S_HITS = H_STATS,
   S_MISSES = H_STATS + 1,
@@ -142,3 +158,11 @@ export const S_EVICTED = H_STATS + 8,
   S_SHRINKS = H_STATS + 10;
 export const HEADER_WORDS = 32;
 export const HEADER_VERSION = 1;
+
+/** PILE_TOO_LARGE for an entry whose value or byte key does not fit in one segment of `room` bytes. */
+export function entryTooLarge(key: CacheKey, vlen: number, room: number): PileError {
+  return new PileError(
+    'PILE_TOO_LARGE',
+    `a cache entry with a ${key instanceof Uint8Array ? `${key.length}-byte key and ` : ''}${vlen}-byte value does not fit in a segment of ${room} bytes (segmentSize)`,
+  );
+}

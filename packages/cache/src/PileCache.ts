@@ -1,104 +1,23 @@
-import {
-  Pile,
-  PileError,
-  compileSchema,
-  isPileError,
-  encodeGuard,
-  openPile,
-  reentrantError,
-  type CompiledSchema,
-  type PileOptions,
-  type PilePointer,
-} from '@pile/core';
+import { type Pile, PileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PilePointer } from '@pile/core';
+import { CACHE_ROOT, loadCatalog, type Catalog } from './CacheCatalog';
 import type { CacheHost } from './CacheHost';
+import { resolveCacheOptions, type CacheBehaviourOptions, type CacheOptions, type CacheOverPileOptions } from './CacheOptions';
 import { CacheTable } from './CacheTable';
 import { recoverCache } from './CacheRecovery';
-import { EVICTION_SAMPLES } from './Eviction';
-import {
-  H_COUNT,
-  H_STATS,
-  H_VERSION,
-  HEADER_VERSION,
-  HEADER_WORDS,
-  MAX_TABLE_ID,
-  STAT_NAMES,
-  TAG_CHUNK,
-  TAG_HEADER,
-  tagOf,
-} from './EntryFormat';
+import { H_VERSION, HEADER_VERSION, MAX_TABLE_ID, addStats, zeroStats } from './EntryFormat';
 import { KeyCodec } from './KeyCodec';
+import { freeOrEvict } from './MemoryPressure';
 import { PileMemory } from './PileMemory';
-import { SlotIndex, chunkSlotsFor } from './SlotIndex';
-import { type CollisionMode, type ResolvedTableOptions, type TableOptions, invalidOption, resolveTableOptions } from './TableOptions';
+import { allocTableBlocks, existingHeader, headerWords } from './TableBlocks';
+import { type ResolvedTableOptions, type TableOptions, invalidOption, resolveTableOptions } from './TableOptions';
 import type { TableMeta } from './TableState';
-import type { TableHook, TableStats } from './TableTypes';
+import type { CacheStats, TableHook, TableInfo } from './TableTypes';
+import { registerSchema } from './ValueCodec';
 
-/** Options the cache adds to those of the pile it opens or is given. */
-export interface CacheBehaviourOptions {
-  /**
-   * Time source in ms since the epoch for ages and expiry; default Date.now. Tests inject a fake
-   * clock; a real deployment should leave it, as expiry times are persisted as absolute times.
-   */
-  clock?: () => number;
-  /** Seconds between automatic sweeps of expired entries (an unref'd timer); 0 = only cache.sweep(). Default 30. */
-  sweepIntervalSec?: number;
-  /**
-   * Called during a long open: the pile's recovery after a crash (when the cache opens the pile)
-   * and the cache's own check of its indexes (phase 'cache-index', done / total tables) and of
-   * the pile's records (phase 'cache-orphans', done / total records).
-   */
-  onProgress?: (p: { phase: string; done: number; total: number }) => void;
-}
-
-/** {@link openCache} over a pile it opens (and owns): the pile's options plus the cache's. */
-export interface CacheOptions extends PileOptions, CacheBehaviourOptions {}
-
-/** {@link openCache} over a pile the caller opened: the cache never closes it. */
-export interface CacheOverPileOptions extends CacheBehaviourOptions {
-  pile: Pile;
-}
-
-/** Counters summed over every table, plus sizes. */
-export interface CacheStats extends TableStats {
-  /** Number of tables. */
-  tables: number;
-  /** Entries over all tables. */
-  count: number;
-  /** Slots over all tables. */
-  capacity: number;
-}
-
-/** Root naming the cache catalog record in the pile. */
-export const CACHE_ROOT = 'pile-cache';
-
-/** Returned by {@link PileCache.tableInfo}. */
-export interface TableInfo {
-  name: string;
-  /** True when the table's values are typed by a schema (open it with `table(name, { schema })`). */
-  typed: boolean;
-  collisionMode: CollisionMode;
-  /** Live entries (expired ones are not counted). */
-  count: number;
-  /** Slots of the index. */
-  capacity: number;
-}
-
-const CATALOG_VERSION = 1;
 const MAX_NAME_LENGTH = 1024;
 
 /** Piles that have a PileCache open on them: two at once would each think they own the index. */
 const inUse = new WeakSet<Pile>();
-
-const CACHE_KEYS = new Set(['clock', 'sweepIntervalSec']);
-
-/** The cache catalog: a JSON text record under {@link CACHE_ROOT}. */
-interface Catalog {
-  v: number;
-  /** True while a PileCache has the pile open: found true at open, the last one did not close. */
-  open: boolean;
-  nextId: number;
-  tables: TableMeta[];
-}
 
 /**
  * Opens the cache stored in a pile: `openCache({ dir })` opens (and owns) a mapped pile,
@@ -146,41 +65,13 @@ export class PileCache implements CacheHost {
 
   /** Use {@link openCache}. */
   constructor(options: CacheOptions | CacheOverPileOptions = {}) {
-    if (options === null || typeof options !== 'object') throw invalidOption('options', 'expected an object');
-    const { clock = Date.now, sweepIntervalSec = 30 } = options;
-    if (typeof clock !== 'function') throw invalidOption('clock', 'expected a function returning ms since the epoch');
-    if (
-      typeof sweepIntervalSec !== 'number' ||
-      !Number.isFinite(sweepIntervalSec) ||
-      sweepIntervalSec < 0 ||
-      sweepIntervalSec > 2 ** 31 / 1000
-    ) {
-      throw invalidOption('sweepIntervalSec', `expected a number of seconds from 0 to ${2 ** 31 / 1000}, got ${String(sweepIntervalSec)}`);
-    }
-    if (options.onProgress !== undefined && typeof options.onProgress !== 'function')
-      throw invalidOption('onProgress', 'expected a function');
-    this.clock = clock;
-    this.onProgress = options.onProgress;
+    const o = resolveCacheOptions(options);
+    this.clock = o.clock;
+    this.onProgress = o.onProgress;
     const buf = Buffer.alloc(4096);
     this.scratchRef = { buf, view: new DataView(buf.buffer, buf.byteOffset, buf.length) };
-    if ('pile' in options) {
-      for (const k of Object.keys(options)) {
-        if (k !== 'pile' && k !== 'onProgress' && !CACHE_KEYS.has(k))
-          throw invalidOption(
-            k,
-            "a cache over a given pile takes only pile, clock, sweepIntervalSec and onProgress (the pile's options were given when it was opened)",
-          );
-      }
-      if (!(options.pile instanceof Pile)) throw invalidOption('pile', 'expected a Pile from openPile');
-      if (options.pile.isClosed) throw new PileError('PILE_CLOSED', 'option pile: the pile is closed');
-      this.pile = options.pile;
-      this.ownsPile = false;
-    } else {
-      const pileOptions: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(options)) if (!CACHE_KEYS.has(k)) pileOptions[k] = v;
-      this.pile = openPile(pileOptions as PileOptions);
-      this.ownsPile = true;
-    }
+    this.ownsPile = o.pile === undefined;
+    this.pile = o.pile ?? openPile(o.pileOptions);
     if (inUse.has(this.pile)) {
       if (this.ownsPile) this.pile.close();
       throw new PileError(
@@ -191,7 +82,9 @@ export class PileCache implements CacheHost {
     this.readonly = this.pile.readonly;
     this.mem = new PileMemory(this.pile);
     try {
-      this.catalog = this.loadCatalog();
+      const loaded = loadCatalog(this.pile);
+      this.catalog = loaded.catalog;
+      this.catalogPtr = loaded.ptr;
       const recover = !this.readonly && (this.pile.lastRecovery.ran || this.catalog.open);
       for (const meta of this.catalog.tables) this.byName.set(meta.name, this.openTable(meta, undefined));
       if (recover) {
@@ -207,8 +100,8 @@ export class PileCache implements CacheHost {
       throw err;
     }
     inUse.add(this.pile);
-    if (sweepIntervalSec > 0 && !this.readonly) {
-      this.timer = setInterval(() => this.autoSweep(), sweepIntervalSec * 1000);
+    if (o.sweepIntervalSec > 0 && !this.readonly) {
+      this.timer = setInterval(() => this.autoSweep(), o.sweepIntervalSec * 1000);
       this.timer.unref();
     }
   }
@@ -234,16 +127,8 @@ export class PileCache implements CacheHost {
     const { resolved, initialCapacity } = resolveTableOptions(options as TableOptions<unknown>);
     const id = this.catalog.nextId;
     if (id > MAX_TABLE_ID) throw new PileError('PILE_OUT_OF_SPACE', `a cache holds at most ${MAX_TABLE_ID} tables over its life`);
-    const codec = options.schema === undefined ? undefined : this.registerSchema<V>(id, name, options.schema);
-    const pile = this.pile;
-    const header = pile.allocRaw(HEADER_WORDS * 8, tagOf(TAG_HEADER, id));
-    let idx: SlotIndex;
-    try {
-      idx = SlotIndex.create(pile, initialCapacity, chunkSlotsFor(pile.segmentSize), tagOf(TAG_CHUNK, id));
-    } catch (err) {
-      pile.delete(header);
-      throw err;
-    }
+    const codec = options.schema === undefined ? undefined : registerSchema<V>(this.pile, id, name, options.schema);
+    const { header, idx } = allocTableBlocks(this.pile, id, initialCapacity);
     const meta: TableMeta = {
       name,
       id,
@@ -254,7 +139,7 @@ export class PileCache implements CacheHost {
       chunks: idx.blocks.slice(),
       header,
     };
-    const h = this.headerArray(meta);
+    const h = headerWords(this.pile, meta, this.readonly);
     h[H_VERSION] = HEADER_VERSION;
     this.catalog.tables.push(meta);
     this.catalog.nextId = id + 1;
@@ -263,8 +148,8 @@ export class PileCache implements CacheHost {
     } catch (err) {
       this.catalog.tables.pop();
       this.catalog.nextId = id;
-      idx.free(pile);
-      pile.delete(header);
+      idx.free(this.pile);
+      this.pile.delete(header);
       throw err;
     }
     const t = new CacheTable<V>(this, meta, h, codec);
@@ -361,14 +246,11 @@ export class PileCache implements CacheHost {
   /** Counters summed over all tables. @throws PILE_CLOSED */
   get stats(): CacheStats {
     this.check();
-    const s = { tables: this.byName.size, count: 0, capacity: 0 } as CacheStats;
-    for (const n of STAT_NAMES) s[n] = 0;
+    const s: CacheStats = { tables: this.byName.size, count: 0, capacity: 0, ...zeroStats() };
     for (const t of this.byName.values()) {
       s.count += t.count;
       s.capacity += t.idx.capacity;
-      STAT_NAMES.forEach((n, i) => {
-        s[n] += t.header[H_STATS + i]!;
-      });
+      addStats(s, t.header);
     }
     return s;
   }
@@ -468,36 +350,14 @@ export class PileCache implements CacheHost {
   // ------------------------------------------------------------------------ internals
 
   /**
-   * The pile is full: frees expired entries of all tables, or else evicts a batch of entries,
-   * each the lowest-priority then oldest of 8 sampled from a table picked in proportion to its
-   * size. False when there is nothing left to free.
+   * The pile is full: {@link freeOrEvict} over every table (expired entries first, else a batch of
+   * evictions), counted in `evictions` so that a put in progress probes again. False when there is
+   * nothing left to free.
    * @internal
    */
   makeRoom(): boolean {
     this.evictions++;
-    const tables = [...this.byName.values()];
-    const now = this.clock();
-    let freed = 0;
-    for (const t of tables) freed += t.sweepExpired(now, false);
-    if (freed > 0) return true;
-    let total = 0;
-    for (const t of tables) total += t.header[H_COUNT]!;
-    if (total === 0) return false;
-    const batch = Math.max(8, Math.min(1024, Math.ceil(total / 256)));
-    let evicted = 0;
-    for (let n = 0; n < batch && total > 0; n++) {
-      let r = Math.random() * total;
-      let pick = tables[0]!;
-      for (const t of tables) {
-        pick = t;
-        r -= t.header[H_COUNT]!;
-        if (r < 0) break;
-      }
-      if (!pick.evictOne(EVICTION_SAMPLES)) continue;
-      evicted++;
-      total--;
-    }
-    return evicted > 0;
+    return freeOrEvict([...this.byName.values()], this.clock());
   }
 
   private autoSweep(): void {
@@ -509,62 +369,8 @@ export class PileCache implements CacheHost {
     }
   }
 
-  private loadCatalog(): Catalog {
-    const ptr = this.pile.getRoot(CACHE_ROOT);
-    if (ptr === undefined) return { v: CATALOG_VERSION, open: false, nextId: 1, tables: [] };
-    const text = this.pile.get<unknown>(ptr);
-    let c: Catalog | null = null;
-    try {
-      if (typeof text === 'string') c = JSON.parse(text) as Catalog;
-    } catch {
-      // reported below as a malformed catalog
-    }
-    if (c === null || typeof c !== 'object' || typeof c.v !== 'number') {
-      throw new PileError('PILE_CORRUPT', `cache catalog (root '${CACHE_ROOT}', pointer ${ptr}) is not a catalog record`);
-    }
-    if (c.v > CATALOG_VERSION) {
-      throw new PileError(
-        'PILE_FORMAT_VERSION',
-        `cache catalog (root '${CACHE_ROOT}') has version ${c.v}; this build reads up to ${CATALOG_VERSION}`,
-      );
-    }
-    if (
-      !Array.isArray(c.tables) ||
-      typeof c.nextId !== 'number' ||
-      c.tables.some((t) => typeof t?.name !== 'string' || typeof t.id !== 'number' || !Array.isArray(t.chunks))
-    ) {
-      throw new PileError('PILE_CORRUPT', `cache catalog (root '${CACHE_ROOT}', pointer ${ptr}) is malformed`);
-    }
-    this.catalogPtr = ptr;
-    return c;
-  }
-
-  private headerArray(meta: TableMeta): Float64Array {
-    let b: Buffer;
-    try {
-      b = this.pile.rawBuffer(meta.header as PilePointer);
-    } catch (err) {
-      throw new PileError(
-        'PILE_CORRUPT',
-        `cache table '${meta.name}': header block ${meta.header} is not readable: ${(err as Error).message}`,
-      );
-    }
-    if (b.length !== HEADER_WORDS * 8)
-      throw new PileError('PILE_CORRUPT', `cache table '${meta.name}': header block ${meta.header} holds ${b.length} bytes`);
-    const h = new Float64Array(b.buffer, b.byteOffset, HEADER_WORDS);
-    // A read-only mapping can not be written: count this process's hits and misses on the heap.
-    return this.readonly ? Float64Array.from(h) : h;
-  }
-
   private openTable(meta: TableMeta, codec: CompiledSchema<unknown> | undefined): CacheTable<unknown> {
-    const h = this.headerArray(meta);
-    if (h[H_VERSION] !== HEADER_VERSION) {
-      throw new PileError(
-        h[H_VERSION]! > HEADER_VERSION ? 'PILE_FORMAT_VERSION' : 'PILE_CORRUPT',
-        `cache table '${meta.name}': header version ${h[H_VERSION]}`,
-      );
-    }
-    return new CacheTable<unknown>(this, meta, h, codec);
+    return new CacheTable<unknown>(this, meta, existingHeader(this.pile, meta, this.readonly), codec);
   }
 
   private reopenTable<V>(t: CacheTable<V>, options: TableOptions<V>): CacheTable<V> {
@@ -578,7 +384,7 @@ export class PileCache implements CacheHost {
     }
     let changed = (Object.keys(resolved) as (keyof ResolvedTableOptions)[]).some((k) => resolved[k] !== meta.options[k]);
     if (options.schema !== undefined) {
-      const codec = this.registerSchema<V>(meta.id, meta.name, options.schema);
+      const codec = registerSchema<V>(this.pile, meta.id, meta.name, options.schema);
       if (codec.fingerprint !== meta.fingerprint) changed = true;
       t.attachCodec(codec);
       if (changed && !this.readonly) meta.fingerprint = codec.fingerprint;
@@ -594,26 +400,6 @@ export class PileCache implements CacheHost {
       }
     }
     return t;
-  }
-
-  /** Registers the values' schema with the pile (which persists it and refuses an incompatible change) and compiles the codec. */
-  private registerSchema<V>(id: number, name: string, schema: unknown): CompiledSchema<V> {
-    if (schema === null || typeof schema !== 'object' || typeof (schema as { safeParse?: unknown }).safeParse !== 'function') {
-      throw invalidOption('schema', `table '${name}': expected a zod schema`);
-    }
-    try {
-      this.pile.schema(`pile-cache:${id}`, schema as never);
-    } catch (err) {
-      // The pile names the schema by its internal name; the user knows the table.
-      if (isPileError(err, 'PILE_SCHEMA_MISMATCH')) {
-        throw new PileError(
-          'PILE_SCHEMA_MISMATCH',
-          `cache table '${name}': ${err.message.replace(/^PILE_SCHEMA_MISMATCH: schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`,
-        );
-      }
-      throw err;
-    }
-    return compileSchema(schema as never) as CompiledSchema<V>;
   }
 
   private release(): void {

@@ -150,3 +150,28 @@ export function checkOptionKeys(opts: object, what: string, a: string, b: string
       throw invalidOption(k, `unknown ${what} option (expected ${[a, b, c].filter((n) => n !== '').join(', ')})`);
   }
 }
+
+/** A put's priority, checked: an int32. @throws PILE_INVALID_OPTION */
+export function priorityOption(v: unknown): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff) {
+    throw invalidOption('priority', `expected an int32, got ${String(v)}`);
+  }
+  return v;
+}
+
+/** A put's or get's maxAgeSec, checked: seconds >= 0, finite for a put (a get's may be Infinity). @throws PILE_INVALID_OPTION */
+export function maxAgeOption(v: unknown, finite: boolean): number {
+  if (typeof v !== 'number' || (finite ? !Number.isFinite(v) : Number.isNaN(v)) || v < 0) {
+    throw invalidOption('maxAgeSec', `expected a number of seconds >= 0, got ${String(v)}`);
+  }
+  return v;
+}
+
+/** A put's expiresAt, checked, in ms since the epoch: a Date or a number > 0. @throws PILE_INVALID_OPTION */
+export function expiresAtOption(v: unknown): number {
+  const e = v instanceof Date ? v.getTime() : v;
+  if (typeof e !== 'number' || !Number.isFinite(e) || e <= 0) {
+    throw invalidOption('expiresAt', `expected a Date or ms since the epoch, got ${String(v)}`);
+  }
+  return e;
+}

@@ -32,6 +32,15 @@ export interface TableState {
   /** Stores so far in this process; after a failed grow (out of space), the next attempt waits for growRetryAt. */
   stores: number;
   growRetryAt: number;
+  /**
+   * No live entry expires before this time (ms): until then `count` needs no sweep. Not
+   * persisted: 0 after an open, so the first `count` that may see an expired entry sweeps once.
+   */
+  expiryKnownUntil: number;
   /** Memory pressure: evicts one entry of the table; false when it is empty. */
   evictOne(samples: number): boolean;
+  /** Frees every live entry whose expiry has passed; returns how many (ExpirySweep.sweepTable). */
+  sweepExpired(now: number, shrink: boolean): number;
+  /** Frees slot i's entry, found expired (a read-only table frees nothing). */
+  expireSlot(i: number): void;
 }

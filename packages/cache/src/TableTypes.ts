@@ -1,4 +1,5 @@
 import type { CacheKey } from './KeyCodec';
+import type { CollisionMode } from './TableOptions';
 
 /** Counters of one table, persisted with it. */
 export interface TableStats {
@@ -13,6 +14,28 @@ export interface TableStats {
   evicted: number;
   grows: number;
   shrinks: number;
+}
+
+/** Counters summed over every table, plus sizes. */
+export interface CacheStats extends TableStats {
+  /** Number of tables. */
+  tables: number;
+  /** Entries over all tables. */
+  count: number;
+  /** Slots over all tables. */
+  capacity: number;
+}
+
+/** Returned by {@link PileCache.tableInfo}. */
+export interface TableInfo {
+  name: string;
+  /** True when the table's values are typed by a schema (open it with `table(name, { schema })`). */
+  typed: boolean;
+  collisionMode: CollisionMode;
+  /** Live entries (expired ones are not counted). */
+  count: number;
+  /** Slots of the index. */
+  capacity: number;
 }
 
 /** Options of {@link CacheTable.put}. */

@@ -1,5 +1,16 @@
-import { PileError, encodeGuard, genericValueFault, illFormedString, refuseFunction, type CompiledSchema } from '@pile/core';
+import {
+  PileError,
+  compileSchema,
+  encodeGuard,
+  genericValueFault,
+  illFormedString,
+  isPileError,
+  refuseFunction,
+  type CompiledSchema,
+  type Pile,
+} from '@pile/core';
 import type { Packr } from 'msgpackr';
+import { invalidOption } from './TableOptions';
 
 export const VALUE_STRING = 1;
 export const VALUE_BYTES = 2;
@@ -150,4 +161,29 @@ export class ValueCodec<V> {
         throw new PileError('PILE_CORRUPT', `cache value at offset ${off} has unknown kind ${kind}`);
     }
   }
+}
+
+/**
+ * Registers the values' schema of table `id` (`name`) with the pile, which persists it and refuses
+ * an incompatible change, and compiles the table's codec.
+ * @throws PILE_INVALID_OPTION when `schema` is not a zod schema
+ * @throws PILE_SCHEMA_MISMATCH naming the table when the schema differs incompatibly from the stored one
+ */
+export function registerSchema<V>(pile: Pile, id: number, name: string, schema: unknown): CompiledSchema<V> {
+  if (schema === null || typeof schema !== 'object' || typeof (schema as { safeParse?: unknown }).safeParse !== 'function') {
+    throw invalidOption('schema', `table '${name}': expected a zod schema`);
+  }
+  try {
+    pile.schema(`pile-cache:${id}`, schema as never);
+  } catch (err) {
+    // The pile names the schema by its internal name; the user knows the table.
+    if (isPileError(err, 'PILE_SCHEMA_MISMATCH')) {
+      throw new PileError(
+        'PILE_SCHEMA_MISMATCH',
+        `cache table '${name}': ${err.message.replace(/^PILE_SCHEMA_MISMATCH: schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`,
+      );
+    }
+    throw err;
+  }
+  return compileSchema(schema as never) as CompiledSchema<V>;
 }

@@ -11,6 +11,8 @@ import { SingleBar, Presets } from 'cli-progress';
 import { z } from 'zod';
 import { openPile, type Pile, type PilePointer } from '@pile/core';
 import { openGraph, openList } from '@pile/graph';
+// The repository's one seeded PRNG (mulberry32), shared with the tests and benchmarks: a size always builds the same feed.
+import { mulberry32 } from '../../../fixtures/prng';
 
 const User = z.object({ handle: z.string(), joined: z.number() });
 const Post = z.object({ author: z.number(), text: z.string(), at: z.number() });
@@ -58,18 +60,6 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-/** mulberry32: a small seeded generator, so a size always builds the same feed. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const WORDS = [
   'pile',
   'graph',
@@ -90,7 +80,7 @@ const WORDS = [
 
 function build(pile: Pile, flags: Flags): void {
   const started = Date.now();
-  const random = rng(flags.seed);
+  const random = mulberry32(flags.seed);
   const follows = openGraph<User>(pile, 'follows', { nodeSchema: User });
   const posts = openGraph<Post>(pile, 'posts', { nodeSchema: Post });
   const feed = openList<number>(pile, 'feed');

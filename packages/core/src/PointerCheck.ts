@@ -18,7 +18,9 @@ export type PointerGeometry = Pick<PointerFormat, 'segmentSize' | 'offsetDiv' | 
  * mapped yet, a closed pile) takes `miss`, where the full check decides and names the error.
  *
  * The multiplications by inverses of powers of two are exact, and much cheaper than
- * dividing or taking a float modulo.
+ * dividing or taking a float modulo. Generated rather than written as a method of the pile: the
+ * typed get, `view.field()` and `rawSeek` would otherwise load the geometry from the pile on every
+ * call (`node benchmarks/dist/run.js codec` measures the typed reads, `cache` rawSeek; docs/benchmarks.md).
  */
 function checkSource(g: PointerGeometry, want: string, mask: string, miss: string): string {
   return `

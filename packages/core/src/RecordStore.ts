@@ -77,10 +77,10 @@ export interface RecordStoreSetup {
 }
 
 /**
- * The records of a pile: the hot paths (resolve, store, commit, the generic and typed put and
- * get, the raw-block API with rawSeek) and the state they use. They are methods of this one
- * class, whose only concrete subclass is Pile, so their call sites stay monomorphic and TurboFan
- * inlines them; what runs rarely lives in the files they call (Journal, Catalog, SegmentTable,
+ * The records of a pile: the hot paths (resolve, store, commit, the generic put, get and set,
+ * the typed put and get, rawSeek) and the state they use. They are methods of this one class,
+ * whose only concrete subclass is Pile, so their call sites stay monomorphic and TurboFan inlines
+ * them; what runs rarely lives in the files they call (Journal, Catalog, SegmentTable,
  * ValueEncoding) or in Pile.
  */
 export abstract class RecordStore {

@@ -39,11 +39,18 @@ function readPointers(file: string): Float64Array {
   return new Float64Array(b.buffer, b.byteOffset, b.length / 8);
 }
 
-function rateOfTenths(ms: number[], n: number): Figures {
+/** A writer's figures once its n records are in: the put rate of each tenth (ms) and overall, then a full GC's pause and the RSS. */
+function writtenFigures(tenths: number[], n: number): Figures {
   const f: Figures = {};
-  ms.forEach((t, i) => {
+  tenths.forEach((t, i) => {
     f[`putTenth${i + 1}PerSec`] = perSecond(n / 10, t);
   });
+  f['putPerSec'] = perSecond(
+    n,
+    tenths.reduce((a, b) => a + b, 0),
+  );
+  f['gcMs'] = median(gcPauses(5));
+  f['rssBytes'] = process.memoryUsage().rss;
   return f;
 }
 
@@ -73,22 +80,11 @@ function writePile(n: number, dir: string, segmentSize: number): Figures {
   writePointers(fd, chunk, c);
   fs.closeSync(fd);
   progress.stop();
-  const gcMs = median(gcPauses(5));
-  const rss = process.memoryUsage().rss;
+  const written = writtenFigures(tenths, n);
   const t0 = performance.now();
   pile.close();
   const closeMs = performance.now() - t0;
-  return {
-    ...rateOfTenths(tenths, n),
-    putPerSec: perSecond(
-      n,
-      tenths.reduce((a, b) => a + b, 0),
-    ),
-    gcMs,
-    rssBytes: rss,
-    closeMs,
-    diskBytes: diskBytes(target),
-  };
+  return { ...written, closeMs, diskBytes: diskBytes(target) };
 }
 
 /** Child: the open of the pile as it is (clean, or left by a killed writer), then random gets, warm-up, verify. */
@@ -155,8 +151,7 @@ async function writeLmdb(n: number, dir: string): Promise<Figures> {
     }
     tenths.push(performance.now() - t0);
   }
-  const gcMs = median(gcPauses(5));
-  const rss = process.memoryUsage().rss;
+  const written = writtenFigures(tenths, n);
   await db.close();
   const t0 = performance.now();
   const db2 = open<string, number>({ path: target, compression: false, readOnly: true });
@@ -166,18 +161,7 @@ async function writeLmdb(n: number, dir: string): Promise<Figures> {
   for (let i = 0; i < ids.length; i++) consume(db2.get(ids[i]!)!.length);
   const getColdPerSec = perSecond(ids.length, performance.now() - t1);
   await db2.close();
-  return {
-    ...rateOfTenths(tenths, n),
-    putPerSec: perSecond(
-      n,
-      tenths.reduce((a, b) => a + b, 0),
-    ),
-    gcMs,
-    rssBytes: rss,
-    diskBytes: diskBytes(target),
-    openMs,
-    getColdPerSec,
-  };
+  return { ...written, diskBytes: diskBytes(target), openMs, getColdPerSec };
 }
 
 async function measure(peer: string, params: Params): Promise<PeerResult> {

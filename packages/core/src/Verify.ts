@@ -1,17 +1,7 @@
 import type { Allocator } from './Allocator';
-import {
-  FLAG_BODY,
-  KIND_CATALOG,
-  KIND_JOURNAL,
-  KIND_LINK,
-  SEGMENT_HEADER_SIZE,
-  STATE_DAMAGED,
-  STATE_FREE,
-  STATE_USED,
-  flagsOf,
-  kindOf,
-  stateOf,
-} from './BlockFormat';
+// Two imports so that each list fits one line (a multi-line list repeats Recovery's, line for line).
+import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE } from './BlockFormat';
+import { STATE_DAMAGED, STATE_FREE, STATE_USED, flagsOf, kindOf, stateOf } from './BlockFormat';
 import { blockDamage } from './Checksum';
 import { PileError } from './PileError';
 import type { Segment } from './Segment';

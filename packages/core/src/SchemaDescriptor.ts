@@ -15,6 +15,40 @@ export type SchemaLiteral =
 /** A scalar whose bytes sit entirely in the fixed section of its parent. */
 export type SchemaScalarKind = 'float64' | 'int32' | 'int64' | 'uint64' | 'boolean' | 'date';
 
+// The composite kinds of a schema tree, one definition for the persisted descriptor (nodes
+// SchemaTypeDescriptor, literals SchemaLiteral) and the code generator's layout (SchemaLayout's
+// LayoutNode and LiteralValue). Interfaces, so that the node types can name themselves in them.
+
+/** An enum: one of `values`. */
+export interface SchemaEnumNode<L> {
+  readonly kind: 'enum';
+  readonly values: readonly L[];
+}
+/** A nullable and/or optional `of`. */
+export interface SchemaMaybeNode<N> {
+  readonly kind: 'maybe';
+  readonly nullable: boolean;
+  readonly optional: boolean;
+  readonly of: N;
+}
+/** An array of `of`. */
+export interface SchemaArrayNode<N> {
+  readonly kind: 'array';
+  readonly of: N;
+}
+/** An object: its fields in declaration order (the order is part of the layout). */
+export interface SchemaObjectNode<N> {
+  readonly kind: 'object';
+  readonly fields: readonly SchemaField<N>[];
+}
+/** One named field of an object. */
+export interface SchemaField<N> {
+  readonly name: string;
+  readonly type: N;
+}
+/** Any composite node over nodes N and enum literals L. */
+export type SchemaCompositeNode<N, L> = SchemaEnumNode<L> | SchemaMaybeNode<N> | SchemaArrayNode<N> | SchemaObjectNode<N>;
+
 /**
  * The layout of one value. It describes bytes, not validation: two zod schemas that differ only
  * in refinements (min length, regex, numeric bounds that keep the same storage width) share a descriptor.
@@ -25,16 +59,13 @@ export type SchemaTypeDescriptor =
   | { readonly kind: 'bytes' }
   /** Any size: int64 values as 8 bytes, larger ones as sign and magnitude (variable section). */
   | { readonly kind: 'bigint' }
-  | { readonly kind: 'enum'; readonly values: readonly SchemaLiteral[] }
-  | { readonly kind: 'maybe'; readonly nullable: boolean; readonly optional: boolean; readonly of: SchemaTypeDescriptor }
-  | { readonly kind: 'array'; readonly of: SchemaTypeDescriptor }
-  | { readonly kind: 'object'; readonly fields: readonly SchemaFieldDescriptor[] };
+  | SchemaEnumNode<SchemaLiteral>
+  | SchemaMaybeNode<SchemaTypeDescriptor>
+  | SchemaArrayNode<SchemaTypeDescriptor>
+  | SchemaObjectNode<SchemaTypeDescriptor>;
 
 /** One named field of an object, in declaration order (the order is part of the layout). */
-export interface SchemaFieldDescriptor {
-  readonly name: string;
-  readonly type: SchemaTypeDescriptor;
-}
+export type SchemaFieldDescriptor = SchemaField<SchemaTypeDescriptor>;
 
 /**
  * Plain JSON description of a typed record layout, persisted in the pile so that a later process can

@@ -1,5 +1,15 @@
 import { PileError } from './PileError';
-import type { SchemaDescriptor, SchemaLiteral, SchemaTypeDescriptor } from './SchemaDescriptor';
+import type {
+  SchemaArrayNode,
+  SchemaCompositeNode,
+  SchemaDescriptor,
+  SchemaEnumNode,
+  SchemaField,
+  SchemaLiteral,
+  SchemaMaybeNode,
+  SchemaObjectNode,
+  SchemaTypeDescriptor,
+} from './SchemaDescriptor';
 
 /** A JS value a zod literal / enum can hold. */
 export type LiteralValue = string | number | boolean | bigint | null | undefined;
@@ -13,15 +23,12 @@ export type LayoutNode =
   | { readonly kind: 'float64' | 'int64' | 'uint64' | 'bigint' | 'boolean' | 'string' | 'date' }
   | { readonly kind: 'int32'; readonly min: number; readonly max: number }
   | { readonly kind: 'bytes'; readonly buffer: boolean }
-  | { readonly kind: 'enum'; readonly values: readonly LiteralValue[] }
-  | { readonly kind: 'maybe'; readonly nullable: boolean; readonly optional: boolean; readonly of: LayoutNode }
-  | { readonly kind: 'array'; readonly of: LayoutNode }
-  | { readonly kind: 'object'; readonly fields: readonly LayoutField[] };
+  | SchemaEnumNode<LiteralValue>
+  | SchemaMaybeNode<LayoutNode>
+  | SchemaArrayNode<LayoutNode>
+  | SchemaObjectNode<LayoutNode>;
 
-export interface LayoutField {
-  readonly name: string;
-  readonly type: LayoutNode;
-}
+export type LayoutField = SchemaField<LayoutNode>;
 
 /** Field counts are stored as u16 in every record header. */
 export const MAX_FIELDS = 0xffff;
@@ -319,6 +326,27 @@ function describeLiteral(v: LiteralValue): SchemaLiteral {
   }
 }
 
+/**
+ * A composite node with its children mapped by `child` and its enum literals by `literal`: the part
+ * describeType and layoutOfType, inverses of each other, share.
+ */
+function mapComposite<A, B, LA, LB>(
+  node: SchemaCompositeNode<A, LA>,
+  child: (n: A) => B,
+  literal: (l: LA) => LB,
+): SchemaCompositeNode<B, LB> {
+  switch (node.kind) {
+    case 'enum':
+      return { kind: 'enum', values: node.values.map(literal) };
+    case 'maybe':
+      return { kind: 'maybe', nullable: node.nullable, optional: node.optional, of: child(node.of) };
+    case 'array':
+      return { kind: 'array', of: child(node.of) };
+    case 'object':
+      return { kind: 'object', fields: node.fields.map((f) => ({ name: f.name, type: child(f.type) })) };
+  }
+}
+
 function describeType(node: LayoutNode): SchemaTypeDescriptor {
   switch (node.kind) {
     case 'int32':
@@ -326,13 +354,10 @@ function describeType(node: LayoutNode): SchemaTypeDescriptor {
     case 'bytes':
       return { kind: 'bytes' };
     case 'enum':
-      return { kind: 'enum', values: node.values.map(describeLiteral) };
     case 'maybe':
-      return { kind: 'maybe', nullable: node.nullable, optional: node.optional, of: describeType(node.of) };
     case 'array':
-      return { kind: 'array', of: describeType(node.of) };
     case 'object':
-      return { kind: 'object', fields: node.fields.map((f) => ({ name: f.name, type: describeType(f.type) })) };
+      return mapComposite(node, describeType, describeLiteral);
     default:
       return { kind: node.kind };
   }
@@ -363,13 +388,10 @@ export function layoutOfType(t: SchemaTypeDescriptor): LayoutNode {
     case 'bytes':
       return { kind: 'bytes', buffer: false };
     case 'enum':
-      return { kind: 'enum', values: t.values.map(literalOf) };
     case 'maybe':
-      return { kind: 'maybe', nullable: t.nullable, optional: t.optional, of: layoutOfType(t.of) };
     case 'array':
-      return { kind: 'array', of: layoutOfType(t.of) };
     case 'object':
-      return { kind: 'object', fields: t.fields.map((f) => ({ name: f.name, type: layoutOfType(f.type) })) };
+      return mapComposite(t, layoutOfType, literalOf);
     case 'float64':
     case 'int64':
     case 'uint64':

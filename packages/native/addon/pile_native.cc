@@ -272,6 +272,19 @@ class RangeJob : public Napi::AsyncWorker {
   Napi::Promise Promise() { return deferred_.Promise(); }
 
  protected:
+  /**
+   * On the worker: enters the region and sets [from, to) to the pages the range touches; false
+   * (result ENXIO) when the mapping was unmapped first. After true, the job Leave()s the region.
+   */
+  bool EnterPages(uintptr_t* from, uintptr_t* to) {
+    if (!region_->Enter()) {
+      result_ = ENXIO;
+      return false;
+    }
+    OuterPages(*region_, offset_, length_, from, to);
+    return true;
+  }
+
   RegionRef region_;
   Napi::ObjectReference keep_;
   uint64_t offset_, length_;
@@ -286,12 +299,8 @@ class SyncJob : public RangeJob {
   using RangeJob::RangeJob;
 
   void Execute() override {
-    if (!region_->Enter()) {
-      result_ = ENXIO;
-      return;
-    }
     uintptr_t from, to;
-    OuterPages(*region_, offset_, length_, &from, &to);
+    if (!EnterPages(&from, &to)) return;
     result_ = to > from && msync(reinterpret_cast<void*>(from), to - from, MS_SYNC) != 0 ? errno : 0;
     region_->Leave();
   }
@@ -322,12 +331,8 @@ class WarmJob : public RangeJob {
       : RangeJob(env, "pile:warm", std::move(region), keep, offset, length, std::move(label)), touch_(touch) {}
 
   void Execute() override {
-    if (!region_->Enter()) {
-      result_ = ENXIO;
-      return;
-    }
     uintptr_t from, to;
-    OuterPages(*region_, offset_, length_, &from, &to);
+    if (!EnterPages(&from, &to)) return;
     if (to > from) {
 #if defined(__linux__)
       if (!touch_ && madvise(reinterpret_cast<void*>(from), to - from, MADV_POPULATE_READ) != 0) {
@@ -739,6 +744,36 @@ class PageView {
   std::string label_;
 };
 
+/**
+ * What SharedMutex and Futex share: a JavaScript object over a PageView of one `Word` at an offset
+ * of a file mapped shared; the check each call makes that close() has not run; the errors that
+ * name the call, the file and the offset; the `offset` accessor.
+ */
+template <typename T, typename Word>
+class PageWord : public Napi::ObjectWrap<T> {
+ public:
+  PageWord(const Napi::CallbackInfo& info, const char* cls, const char* noun, size_t align)
+      : Napi::ObjectWrap<T>(info), cls_(cls), noun_(noun) {
+    view_.Map(info, cls, sizeof(Word), align);
+  }
+
+ protected:
+  /** The word; `<class>.<what>: the <noun> was closed` once close() ran. */
+  Word* At(const Napi::CallbackInfo& info, const char* what) {
+    if (view_.at() == nullptr) throw Napi::Error::New(info.Env(), std::string(cls_) + "." + what + ": the " + noun_ + " was closed");
+    return reinterpret_cast<Word*>(view_.at());
+  }
+  /** The error of `call` failing with `err`, naming the file and the word's offset in it. */
+  Napi::Error Fail(Napi::Env env, int err, const char* call) { return ErrnoError(env, err, call, view_.label(), view_.offset()); }
+  Napi::Value GetOffset(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), view_.offset()); }
+
+  PageView view_;
+
+ private:
+  const char* cls_;
+  const char* noun_;
+};
+
 // SharedMutex results (MUTEX in JavaScript).
 constexpr int kLocked = 0;
 constexpr int kOwnerDead = 1;
@@ -753,7 +788,7 @@ constexpr int kTimedOut = 3;
  * the mutex becomes unusable (ENOTRECOVERABLE) until init() runs again. Error-checking: a thread
  * that locks it twice gets EDEADLK instead of blocking forever, and only the holder can unlock.
  */
-class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
+class SharedMutex : public PageWord<SharedMutex, pthread_mutex_t> {
  public:
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "SharedMutex", {
@@ -765,13 +800,12 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
       InstanceMethod<&SharedMutex::Consistent>("consistent"),
       InstanceMethod<&SharedMutex::Close>("close"),
       InstanceAccessor<&SharedMutex::GetHeld>("held"),
-      InstanceAccessor<&SharedMutex::GetOffset>("offset"),
+      InstanceAccessor("offset", &SharedMutex::GetOffset, nullptr),
     });
   }
 
-  explicit SharedMutex(const Napi::CallbackInfo& info) : Napi::ObjectWrap<SharedMutex>(info) {
-    view_.Map(info, "SharedMutex", sizeof(pthread_mutex_t), alignof(pthread_mutex_t) > 8 ? alignof(pthread_mutex_t) : 8);
-  }
+  explicit SharedMutex(const Napi::CallbackInfo& info)
+      : PageWord(info, "SharedMutex", "mutex", alignof(pthread_mutex_t) > 8 ? alignof(pthread_mutex_t) : 8) {}
 
   /**
    * Collected (or its environment torn down) while this thread holds the mutex: the view stays
@@ -784,23 +818,16 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
   }
 
  private:
-  pthread_mutex_t* Mutex(const Napi::CallbackInfo& info, const char* what) {
-    if (view_.at() == nullptr) throw Napi::Error::New(info.Env(), std::string("SharedMutex.") + what + ": the mutex was closed");
-    return reinterpret_cast<pthread_mutex_t*>(view_.at());
-  }
-  Napi::Error Fail(const Napi::CallbackInfo& info, int err, const char* call) {
-    return ErrnoError(info.Env(), err, call, view_.label(), view_.offset());
-  }
 
   /**
    * init(): makes the bytes a fresh unlocked mutex. Only when no process uses it: when the file
    * is created, or to replace an ENOTRECOVERABLE mutex, under an exclusive lock of the file.
    */
   void Init(const Napi::CallbackInfo& info) {
-    pthread_mutex_t* m = Mutex(info, "init");
+    pthread_mutex_t* m = At(info, "init");
     pthread_mutexattr_t attr;
     int rc = pthread_mutexattr_init(&attr);
-    if (rc != 0) throw Fail(info, rc, "pthread_mutexattr_init");
+    if (rc != 0) throw Fail(info.Env(), rc, "pthread_mutexattr_init");
     rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
     if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
     if (rc == 0) rc = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
@@ -810,7 +837,7 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
       rc = pthread_mutex_init(m, &attr);
     }
     pthread_mutexattr_destroy(&attr);
-    if (rc != 0) throw Fail(info, rc, "pthread_mutex_init");
+    if (rc != 0) throw Fail(info.Env(), rc, "pthread_mutex_init");
     held_ = false;
   }
 
@@ -820,18 +847,18 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
       held_ = true;
       return Napi::Number::New(info.Env(), rc == 0 ? kLocked : kOwnerDead);
     }
-    throw Fail(info, rc, call);
+    throw Fail(info.Env(), rc, call);
   }
 
   /** lock(): MUTEX.LOCKED or MUTEX.OWNER_DEAD; blocks the calling thread until it has the lock. */
   Napi::Value Lock(const Napi::CallbackInfo& info) {
-    pthread_mutex_t* m = Mutex(info, "lock");
+    pthread_mutex_t* m = At(info, "lock");
     return Locked(info, pthread_mutex_lock(m), "pthread_mutex_lock");
   }
 
   /** tryLock(): MUTEX.LOCKED, MUTEX.OWNER_DEAD or MUTEX.BUSY. */
   Napi::Value TryLock(const Napi::CallbackInfo& info) {
-    pthread_mutex_t* m = Mutex(info, "tryLock");
+    pthread_mutex_t* m = At(info, "tryLock");
     const int rc = pthread_mutex_trylock(m);
     if (rc == EBUSY) return Napi::Number::New(info.Env(), kBusy);
     return Locked(info, rc, "pthread_mutex_trylock");
@@ -839,7 +866,7 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
 
   /** timedLock(ms): MUTEX.LOCKED, MUTEX.OWNER_DEAD or MUTEX.TIMED_OUT after `ms` milliseconds. */
   Napi::Value TimedLock(const Napi::CallbackInfo& info) {
-    pthread_mutex_t* m = Mutex(info, "timedLock");
+    pthread_mutex_t* m = At(info, "timedLock");
     double ms = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
     if (!(ms >= 0)) throw Napi::TypeError::New(info.Env(), "SharedMutex.timedLock(ms: number >= 0)");
     if (ms > 1e12) ms = 1e12;  // about 30 years: a deadline that still fits a timespec
@@ -860,29 +887,27 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
 
   /** unlock(): EPERM when this thread does not hold it. */
   void Unlock(const Napi::CallbackInfo& info) {
-    pthread_mutex_t* m = Mutex(info, "unlock");
+    pthread_mutex_t* m = At(info, "unlock");
     const int rc = pthread_mutex_unlock(m);
-    if (rc != 0) throw Fail(info, rc, "pthread_mutex_unlock");
+    if (rc != 0) throw Fail(info.Env(), rc, "pthread_mutex_unlock");
     held_ = false;
   }
 
   /** consistent(): after OWNER_DEAD and the repair; EINVAL when there is nothing to make consistent. */
   void Consistent(const Napi::CallbackInfo& info) {
-    pthread_mutex_t* m = Mutex(info, "consistent");
+    pthread_mutex_t* m = At(info, "consistent");
     const int rc = pthread_mutex_consistent(m);
-    if (rc != 0) throw Fail(info, rc, "pthread_mutex_consistent");
+    if (rc != 0) throw Fail(info.Env(), rc, "pthread_mutex_consistent");
   }
 
   /** close(): unmaps the view; EBUSY while this thread holds the mutex. Idempotent. */
   void Close(const Napi::CallbackInfo& info) {
-    if (held_) throw Fail(info, EBUSY, "SharedMutex.close");
+    if (held_) throw Fail(info.Env(), EBUSY, "SharedMutex.close");
     view_.Unmap();
   }
 
   Napi::Value GetHeld(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), held_); }
-  Napi::Value GetOffset(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), view_.offset()); }
 
-  PageView view_;
   bool held_ = false;  // this thread holds it (bookkeeping of this object's own calls)
 };
 
@@ -891,27 +916,20 @@ class SharedMutex : public Napi::ObjectWrap<SharedMutex> {
  * mapped shared (see PageView). Not FUTEX_PRIVATE: the kernel keys the waiters by the file's page,
  * so a wake reaches waiters in every process that maps the file.
  */
-class Futex : public Napi::ObjectWrap<Futex> {
+class Futex : public PageWord<Futex, uint32_t> {
  public:
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "Futex", {
       InstanceMethod<&Futex::Wait>("wait"),
       InstanceMethod<&Futex::Wake>("wake"),
       InstanceMethod<&Futex::Close>("close"),
-      InstanceAccessor<&Futex::GetOffset>("offset"),
+      InstanceAccessor("offset", &Futex::GetOffset, nullptr),
     });
   }
 
-  explicit Futex(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Futex>(info) {
-    view_.Map(info, "Futex", 4, 4);
-  }
+  explicit Futex(const Napi::CallbackInfo& info) : PageWord(info, "Futex", "futex", 4) {}
 
  private:
-  uint32_t* Word(const Napi::CallbackInfo& info, const char* what) {
-    if (view_.at() == nullptr) throw Napi::Error::New(info.Env(), std::string("Futex.") + what + ": the futex was closed");
-    return reinterpret_cast<uint32_t*>(view_.at());
-  }
-
   /**
    * wait(expected, timeoutMs?): sleeps while the word holds `expected` (as Atomics.wait does):
    * 'ok' when woken (or spuriously: check the word), 'not-equal', or 'timed-out'. Blocks the
@@ -919,7 +937,7 @@ class Futex : public Napi::ObjectWrap<Futex> {
    */
   Napi::Value Wait(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    uint32_t* word = Word(info, "wait");
+    uint32_t* word = At(info, "wait");
     if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "Futex.wait(expected: integer, timeoutMs?: number >= 0)");
     const uint32_t expected = static_cast<uint32_t>(info[0].As<Napi::Number>().Int32Value());
     double ms = INFINITY;
@@ -944,7 +962,7 @@ class Futex : public Napi::ObjectWrap<Futex> {
       const int err = errno;
       if (err == EAGAIN) return Napi::String::New(env, "not-equal");
       if (err == ETIMEDOUT) return Napi::String::New(env, "timed-out");
-      if (err != EINTR) throw ErrnoError(env, err, "futex(FUTEX_WAIT)", view_.label(), view_.offset());
+      if (err != EINTR) throw Fail(env, err, "futex(FUTEX_WAIT)");
     }
 #else
     throw Napi::Error::New(env, "Futex: needs Linux");
@@ -954,7 +972,7 @@ class Futex : public Napi::ObjectWrap<Futex> {
   /** wake(count?): wakes up to `count` waiters (default: all) in any process; the number woken. */
   Napi::Value Wake(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    uint32_t* word = Word(info, "wake");
+    uint32_t* word = At(info, "wake");
     int count = INT32_MAX;
     if (info.Length() > 0 && !info[0].IsUndefined()) {
       const double c = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
@@ -963,7 +981,7 @@ class Futex : public Napi::ObjectWrap<Futex> {
     }
 #if defined(__linux__)
     const long woken = syscall(SYS_futex, word, FUTEX_WAKE, count, nullptr, nullptr, 0);
-    if (woken < 0) throw ErrnoError(env, errno, "futex(FUTEX_WAKE)", view_.label(), view_.offset());
+    if (woken < 0) throw Fail(env, errno, "futex(FUTEX_WAKE)");
     return Napi::Number::New(env, static_cast<double>(woken));
 #else
     throw Napi::Error::New(env, "Futex: needs Linux");
@@ -972,9 +990,6 @@ class Futex : public Napi::ObjectWrap<Futex> {
 
   /** close(): unmaps the view. Idempotent. */
   void Close(const Napi::CallbackInfo& info) { view_.Unmap(); }
-  Napi::Value GetOffset(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), view_.offset()); }
-
-  PageView view_;
 };
 
 class PileNative : public Napi::Addon<PileNative> {

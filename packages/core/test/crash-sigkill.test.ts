@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, isPileError, type PilePointer, type Pile } from '../src';
 import { buildCore } from './fixtures/build-core';
+import { checkGenerations } from './fixtures/pile-files';
 
 // Plain JS helpers shared with the child process.
 const {
@@ -18,53 +19,6 @@ const {
 };
 
 const WRITER = path.join(__dirname, 'fixtures', 'crash-writer.js');
-const SEGMENT_SIZE = 1 << 20;
-const OFFSET_DIV = SEGMENT_SIZE / 8;
-const SEGMENT_DIV = 2 ** 14;
-const GEN_MASK = (1 << 22) - 1;
-
-/** Block headers of one segment file by the offsets the blocks start at (the file read as it is now). */
-function blockStarts(pileDir: string, segIdx: number): Map<number, [size: number, word1: number]> {
-  const starts = new Map<number, [number, number]>();
-  const file = path.join(pileDir, `seg-${String(segIdx).padStart(6, '0')}.pile`);
-  if (!fs.existsSync(file)) return starts;
-  const b = fs.readFileSync(file);
-  const u32 = new Uint32Array(b.buffer, b.byteOffset, b.length >>> 2);
-  for (let off = 64; off < SEGMENT_SIZE;) {
-    const size = u32[off >>> 2]!;
-    if (size < 32 || (size & 7) !== 0 || off + size > SEGMENT_SIZE) break;
-    starts.set(off, [size, u32[(off >>> 2) + 1]!]);
-    off += size;
-  }
-  return starts;
-}
-
-/**
- * The allocator's generation invariant, read from the segment files: a block that starts where a
- * deleted record started carries a larger generation than that record had (a free block at least
- * that generation). So no block of any kind (record, body, catalog, journal) carries a deleted
- * pointer's tag there: checked for every deleted pointer, not only where a get happens to notice.
- */
-function checkGenerations(pileDir: string, deleted: Iterable<number>, cycle: number): void {
-  const segments = new Map<number, Map<number, [number, number]>>();
-  for (const p of deleted) {
-    const rest = Math.floor(p / OFFSET_DIV);
-    const off = (p - rest * OFFSET_DIV) * 8;
-    const tag = Math.floor(rest / SEGMENT_DIV);
-    const segIdx = rest - tag * SEGMENT_DIV;
-    let starts = segments.get(segIdx);
-    if (starts === undefined) segments.set(segIdx, (starts = blockStarts(pileDir, segIdx)));
-    const block = starts.get(off);
-    if (block === undefined) continue; // inside a larger block: no block starts there
-    const [size, w] = block;
-    const gen = w & GEN_MASK;
-    const state = (w >>> 26) & 3;
-    if (state === 0 ? gen >= tag : gen > tag) continue;
-    throw new Error(
-      `cycle ${cycle}, deleted pointer ${p}: the block at segment ${segIdx}, offset ${off} (state ${state}, kind ${(w >>> 22) & 15}, flags ${w >>> 28}, size ${size}) has generation ${gen}, not above the deleted record's ${tag}`,
-    );
-  }
-}
 const CYCLES = Number(process.env.PILE_CRASH_CYCLES ?? 50);
 const DELETED = -1;
 

@@ -1,0 +1,114 @@
+// The timed loops of one build for compare-builds.cjs: this file is copied once per build, so that each
+// build's loops have their own type feedback (closures of one source share it). Usage: see compare-builds.cjs.
+const path = require('path'),
+  fs = require('fs'),
+  os = require('os');
+module.exports = function make(root) {
+  const core = require(path.join(root, 'packages/core/dist/index.js'));
+  const cacheMod = require(path.join(root, 'packages/cache/dist/index.js'));
+  const rec = require(path.join(root, 'benchmarks/dist/Records.js'));
+  const { product, ProductSchema } = rec;
+  const N = 200000,
+    M = 500000,
+    K = 200000;
+  let sink = 0;
+  const ptrs = new Float64Array(N);
+  // mapped pile for random gets, built once
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pair-'));
+  const mp = core.openPile({ dir });
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const mv = mp.schema('product', ProductSchema);
+  const mptrs = new Float64Array(M);
+  for (let i = 0; i < M; i++) mptrs[i] = mv.put(product(i));
+  const order = new Uint32Array(1000000);
+  let s = 12345;
+  for (let i = 0; i < order.length; i++) {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    order[i] = s % M;
+  }
+  const cache = cacheMod.openCache();
+  const table = cache.table('products', { schema: ProductSchema, collisionMode: 'durable' });
+  const key = (i) => 'product:' + i;
+  const keys = [];
+  for (let i = 0; i < K; i++) keys.push(key(i));
+  for (let i = 0; i < K; i++) table.put(keys[i], product(i));
+  function typedPut(view) {
+    const t = performance.now();
+    for (let i = 0; i < N; i++) ptrs[i] = view.put(product(i));
+    return performance.now() - t;
+  }
+  function typedGet(view) {
+    const t = performance.now();
+    for (let i = 0; i < N; i++) {
+      const v = view.get(ptrs[i]);
+      if (v.id !== i) throw new Error('bad');
+      sink += v.price;
+    }
+    return performance.now() - t;
+  }
+  function field(view) {
+    const t = performance.now();
+    for (let i = 0; i < N; i++) sink += view.field(ptrs[i], 'price');
+    return performance.now() - t;
+  }
+  function genPut(pile) {
+    const t = performance.now();
+    for (let i = 0; i < N; i++) ptrs[i] = pile.put(product(i));
+    return performance.now() - t;
+  }
+  function genGet(pile) {
+    const t = performance.now();
+    for (let i = 0; i < N; i++) {
+      const v = pile.get(ptrs[i]);
+      if (v.id !== i) throw new Error('bad');
+      sink += v.price;
+    }
+    return performance.now() - t;
+  }
+  function mappedGet() {
+    const t = performance.now();
+    for (let i = 0; i < 300000; i++) {
+      const j = order[i];
+      const v = mv.get(mptrs[j]);
+      if (v.id !== j) throw new Error('bad');
+      sink += v.price;
+    }
+    return performance.now() - t;
+  }
+  function cacheGet() {
+    const t = performance.now();
+    for (let i = 0; i < 300000; i++) {
+      const j = order[i] % K;
+      const v = table.get(keys[j]);
+      if (v.id !== j) throw new Error('bad');
+      sink += v.price;
+    }
+    return performance.now() - t;
+  }
+  function cachePut() {
+    const t = performance.now();
+    for (let i = 0; i < 100000; i++) {
+      const j = order[i + 300000] % K;
+      table.put(keys[j], product(j));
+    }
+    return performance.now() - t;
+  }
+  return function round() {
+    const r = {};
+    let p = core.openPile({});
+    let v = p.schema('product', ProductSchema);
+    r.typedPut = N / typedPut(v);
+    r.typedGet = N / typedGet(v);
+    r.field = N / field(v);
+    p.close();
+    p = core.openPile({});
+    r.genericPut = N / genPut(p);
+    r.genericGet = N / genGet(p);
+    p.close();
+    r.mappedGet = 300000 / mappedGet();
+    r.cacheGet = 300000 / cacheGet();
+    r.cachePut = 100000 / cachePut();
+    if (sink === -1) console.log(sink); // keeps the reads from being optimised away
+    return r;
+  };
+};

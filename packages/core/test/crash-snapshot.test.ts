@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { isPileError, openPile, type PilePointer } from '../src';
+import { openPile, type PilePointer } from '../src';
 import { SEG, checkGenerations, metaFile, prng, where } from './fixtures/pile-files';
+import { codeOf } from './fixtures/expect-error';
 
 /**
  * A process killed between two operations leaves its files as they are in the page cache: a copy of
@@ -44,16 +45,6 @@ function killCopy(from: string, to: string): void {
   for (const f of fs.readdirSync(from)) {
     if (f === 'pile.lock' || f.startsWith('pile.reader.')) continue;
     fs.copyFileSync(path.join(from, f), path.join(to, f));
-  }
-}
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    if (isPileError(err)) return err.code;
-    throw err;
   }
 }
 

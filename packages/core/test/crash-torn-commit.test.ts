@@ -2,10 +2,11 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { openPile, isPileError, type PilePointer } from '../src';
+import { openPile, type PilePointer } from '../src';
 import { GEN_MASK, KIND_STRING, STATE_FREE, STATE_RESERVED, blockSizeFor, genCheck, sizeCheck, word1 } from '../src/BlockFormat';
 import { blockChecksum } from '../src/Checksum';
 import { SEG, markUnclean, readU32, segFile, where, writeU32 } from './fixtures/pile-files';
+import { codeOf } from './fixtures/expect-error';
 
 /** The generation a pointer of a 1 MiB-segment pile carries (all 22 bits: its tag mask is GEN_MASK). */
 const genOf = (ptr: PilePointer): number => Math.floor(ptr / 2 ** 31);
@@ -133,13 +134,3 @@ describe('a writer killed inside a commit: recovery keeps the block generation e
     });
   }
 });
-
-function codeOf(fn: () => unknown): string | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    if (isPileError(err)) return err.code;
-    throw err;
-  }
-}

@@ -3,19 +3,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { openPile, isPileError, type Pile, type PilePointer, type PileErrorCode } from '../src';
+import { openPile, type Pile, type PilePointer } from '../src';
 import { SEG, flipByte, markUnclean, metaFile, readU32, segFile, setMetaField, where, writeU32 } from './fixtures/pile-files';
-
-/** The error code of `fn`, or undefined when it returns; any error that is not a PileError fails the test. */
-function codeOf(fn: () => unknown): PileErrorCode | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    if (isPileError(err)) return err.code;
-    throw err;
-  }
-}
+import { codeOf } from './fixtures/expect-error';
 
 function expectIntact(pile: Pile, records: Map<PilePointer, unknown>): void {
   for (const [ptr, value] of records) expect(isDeepStrictEqual(pile.get(ptr), value), `record ${ptr}`).to.equal(true);

@@ -1,6 +1,5 @@
 import {
   FLAG_BODY,
-  GEN_BITS,
   GEN_MASK,
   KIND_CATALOG,
   KIND_FREE,
@@ -11,7 +10,6 @@ import {
   STATE_DAMAGED,
   STATE_FREE,
   STATE_RESERVED,
-  STATE_USED,
   STATE_SHIFT,
   flagsOf,
   genCheck,
@@ -21,25 +19,16 @@ import {
   stateOf,
   word1,
 } from './BlockFormat';
-import { blockDamage } from './Checksum';
 import { PileError } from './PileError';
 import type { Segment } from './Segment';
 
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
 export const NUM_CLASSES = 212;
 const FIT_SCAN_LIMIT = 16;
-/** How many damaged blocks in a row a size may be confirmed across (see Allocator.confirms). */
-const CONFIRM_DEPTH = 8;
 /** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
 const POPULATE_CHUNK = 1 << 20;
 /** Segments a pile can have (pointers carry 14 bits of segment index). */
 const MAX_SEGMENTS = 1 << 14;
-/** The bits above the generation of a generation check word (~gen with gen < 2^22): all ones. */
-const CHECK_HIGH = 0xffffffff >>> GEN_BITS;
-
-/** `x` has exactly one bit set. */
-const oneBit = (x: number): boolean => x !== 0 && (x & (x - 1)) === 0;
-
 /** Dirty marks of a segment since the last checkpoint (kept in pile.meta, see docs/format.md). */
 export const MARK_CLEAN = 0;
 /** Written only at or past the checkpoint's tail: recovery scans from there to the segment's end. */
@@ -55,19 +44,6 @@ export function sizeClass(size: number): number {
   return 128 + (lg - 10) * 4 + ((size >>> (lg - 2)) & 3);
 }
 
-/** Counters the allocator keeps exact; the pile adds the per-kind ones. */
-export const STAT_FIELDS = [
-  'allocatedBytes',
-  'freeBytes',
-  'utilizedBytes',
-  'objectCount',
-  'linkCount',
-  'internalCount',
-  'tailAddr',
-  'tailEnd',
-  'tailGen',
-] as const;
-
 /**
  * Block allocator over a list of segments. Free blocks form doubly linked lists by size
  * class, threaded through the free blocks themselves (addresses as float64 at +16/+24), so
@@ -80,9 +56,10 @@ export const STAT_FIELDS = [
  */
 export class Allocator {
   readonly heads = new Float64Array(NUM_CLASSES);
-  private readonly nonEmpty = new Uint32Array(Math.ceil(NUM_CLASSES / 32));
-  /** How many classes have a free list: 0 while a pile only grows, and alloc() skips the search. */
-  private nonEmptyClasses = 0;
+  /** @internal Bit per class: its free list is not empty. */
+  readonly nonEmpty = new Uint32Array(Math.ceil(NUM_CLASSES / 32));
+  /** @internal How many classes have a free list: 0 while a pile only grows, and alloc() skips the search. */
+  nonEmptyClasses = 0;
   allocatedBytes = 0;
   freeBytes = 0;
   utilizedBytes = 0;
@@ -103,9 +80,11 @@ export class Allocator {
    * chunks of ready pages before it. 0 (after open, rebuild or a new segment): not armed yet.
    * The first cut only arms it a chunk further on, so a pile that writes less than a chunk
    * commits no memory (or, mapped, dirties no page) ahead of what it wrote.
+   * @internal
    */
-  private populatedTo = 0;
-  private populateMark = 0;
+  populatedTo = 0;
+  /** @internal */
+  populateMark = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
   /**
@@ -114,21 +93,22 @@ export class Allocator {
    * never takes the tag of a record deleted there before (kept in pile.meta).
    */
   genFloor = 0;
-  /** Bytes freed since the last walk that merged free runs (see alloc). */
-  private freedSinceWalk = 0;
-  /** 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
-  private readonly segmentInv: number;
+  /** @internal Bytes freed since the last walk that merged free runs (see alloc). */
+  freedSinceWalk = 0;
+  /** @internal 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
+  readonly segmentInv: number;
   /**
    * Dirty marks per segment since the last checkpoint (MARK_*). A write into a segment first
    * raises its mark through onMark, which writes it to pile.meta before the write lands: once per
    * segment and level per checkpoint, so the hot path costs one byte compare.
    */
   readonly marks = new Uint8Array(MAX_SEGMENTS);
-  /** The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
-  private ckptTailSeg = -1;
-  private ckptTailOff = 0;
-  /** Segments at the last checkpoint; later ones are scanned whole by recovery and need no mark. */
-  private ckptSegCount = 0;
+  /** @internal The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
+  ckptTailSeg = -1;
+  /** @internal */
+  ckptTailOff = 0;
+  /** @internal Segments at the last checkpoint; later ones are scanned whole by recovery and need no mark. */
+  ckptSegCount = 0;
   /** Block bytes cut since the last checkpoint (the pile checkpoints once this passes checkpointBytes). */
   sinceCheckpoint = 0;
   /** Writes a raised mark durably (against a killed process) before the segment is written; set by the pile. */
@@ -141,6 +121,11 @@ export class Allocator {
     readonly segmentSize: number,
     /** Adds a segment and returns it, or throws PILE_OUT_OF_SPACE. */
     private readonly grow: () => Segment,
+    /**
+     * The walk that merges every free run (AllocatorScan's rebuild), which alloc() runs before the
+     * pile grows: given by the owner, so that the allocator does not import its own walks.
+     */
+    private readonly mergeWalk: () => void,
   ) {
     this.segmentInv = 1 / segmentSize;
   }
@@ -165,7 +150,7 @@ export class Allocator {
       // pieces too small for a larger put; one walk merges every free run before the pile grows.
       // Only once an eighth of the pile was freed since the last walk, so that a full pile
       // failing allocations again and again does not walk each time (amortized O(1) per free).
-      this.rebuild();
+      this.mergeWalk();
       addr = this.take(size);
       if (addr === 0) addr = this.bump(size);
     }
@@ -313,7 +298,8 @@ export class Allocator {
     this.freeBytes += size;
   }
 
-  private retireTail(): void {
+  /** @internal Lists the rest of the tail, which stops being the tail. */
+  retireTail(): void {
     if (this.tailAddr === 0) return;
     const segIdx = Math.floor(this.tailAddr * this.segmentInv);
     const seg = this.segments[segIdx]?.use();
@@ -371,102 +357,6 @@ export class Allocator {
     this.populateMark = to - POPULATE_CHUNK;
   }
 
-  /**
-   * Rebuilds free lists and counters by walking every block of every segment, merging runs
-   * of free blocks. Used after recovery and when a clean state is missing.
-   * `onSegment` reports progress.
-   */
-  rebuild(onSegment?: (done: number) => void): void {
-    this.markAll();
-    this.heads.fill(0);
-    this.nonEmpty.fill(0);
-    this.nonEmptyClasses = 0;
-    this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
-    this.objectCount = this.linkCount = this.internalCount = 0;
-    this.tailAddr = this.tailEnd = this.tailGen = 0;
-    this.populatedTo = this.populateMark = 0;
-    this.freedSinceWalk = 0;
-    for (const s of this.segments) {
-      this.walkSegment(s.use(), SEGMENT_HEADER_SIZE);
-      onSegment?.(s.index + 1);
-    }
-  }
-
-  /** Counts the blocks of `seg` from `from` on and merges its free runs into the lists (see rebuild). */
-  private walkSegment(seg: Segment, from: number): void {
-    const segSize = this.segmentSize;
-    const last = this.segments.length - 1;
-    {
-      const u32 = seg.u32;
-      let off = from;
-      let runStart = -1;
-      let runGen = 0;
-      const runInner: number[] = [];
-      const closeRun = (end: number): void => {
-        if (runStart < 0) return;
-        const size = end - runStart;
-        this.writeFree(u32, runStart >>> 2, size, runGen);
-        // The headers of the blocks merged into the run no longer start blocks (see free).
-        for (let i = 0; i < runInner.length; i++) u32[(runInner[i]! >>> 2) + 2] = 0;
-        runInner.length = 0;
-        this.freeBytes += size;
-        if (seg.index === last && end === segSize) {
-          this.tailAddr = seg.index * segSize + runStart;
-          this.tailEnd = (seg.index + 1) * segSize;
-          this.tailGen = runGen;
-        } else this.push(seg.index * segSize + runStart, size, seg, runStart);
-        runStart = -1;
-      };
-      while (off < segSize) {
-        let size = u32[off >>> 2]!;
-        const w = u32[(off >>> 2) + 1]!;
-        const state = stateOf(w);
-        // Quarantined by recovery: the rest of the segment stays untouched.
-        if (!this.saneSize(off, size) || state === STATE_DAMAGED) break;
-        if (state === STATE_USED) {
-          closeRun(off);
-          this.allocatedBytes += size;
-          this.countUsed(w, u32[(off >>> 2) + 2]!);
-        } else {
-          // A free or reserved block is merged by the size its check words (or the next header)
-          // confirm; a damaged one ends the walk, and the rest of the segment stays untouched.
-          size = this.trustedFreeSize(seg, off);
-          if (size < 0) break;
-          const g = this.trustedGen(seg, off);
-          if (runStart < 0) {
-            runStart = off;
-            runGen = g;
-          } else {
-            runInner.push(off);
-            if (g > runGen) runGen = g;
-          }
-        }
-        off += size;
-      }
-      closeRun(off < segSize ? off : segSize);
-    }
-  }
-
-  /** Counters only, by a walk that writes nothing (read-only piles). */
-  countOnly(): void {
-    this.allocatedBytes = this.freeBytes = this.utilizedBytes = 0;
-    this.objectCount = this.linkCount = this.internalCount = 0;
-    for (const s of this.segments) {
-      const seg = s.use();
-      let off = SEGMENT_HEADER_SIZE;
-      while (off < this.segmentSize) {
-        const size = seg.u32[off >>> 2]!;
-        const w = seg.u32[(off >>> 2) + 1]!;
-        if (!this.saneSize(off, size) || stateOf(w) === STATE_DAMAGED) break;
-        if (stateOf(w) === STATE_USED) {
-          this.allocatedBytes += size;
-          this.countUsed(w, seg.u32[(off >>> 2) + 2]!);
-        } else this.freeBytes += size;
-        off += size;
-      }
-    }
-  }
-
   /** Adds a committed block to the record counters (allocatedBytes is kept by alloc and free). */
   countUsed(w: number, length: number): void {
     this.utilizedBytes += length;
@@ -516,98 +406,8 @@ export class Allocator {
     this.marks[segIdx] = level;
   }
 
-  /** Marks every segment whole (one write to pile.meta), before a walk that may write into any of them. */
-  markAll(): void {
-    const n = Math.min(this.ckptSegCount, this.segments.length);
-    let any = false;
-    for (let i = 0; i < n; i++) if (this.marks[i] !== MARK_WHOLE) any = true;
-    if (!any) return;
-    this.onMarkAll(n);
-    this.marks.fill(MARK_WHOLE, 0, n);
-  }
-
-  /** A checkpoint saved the state of now (snapshot()) and cleared the marks in pile.meta. */
-  checkpointed(): void {
-    this.marks.fill(MARK_CLEAN);
-    this.ckptSegCount = this.segments.length;
-    if (this.tailAddr !== 0) {
-      this.ckptTailSeg = Math.floor(this.tailAddr * this.segmentInv);
-      this.ckptTailOff = this.tailAddr - this.ckptTailSeg * this.segmentSize;
-    } else {
-      this.ckptTailSeg = -1;
-      this.ckptTailOff = 0;
-    }
-    this.sinceCheckpoint = 0;
-  }
-
-  /**
-   * Recovery from a checkpoint: the allocator state was restore()d from it, and `regions` (segment,
-   * offset to scan from) hold everything written since. A region that starts at the checkpoint's
-   * tail drops the tail (the walk finds its blocks); then each region is walked like rebuild() walks a
-   * segment, adding its blocks to the counters and its free runs to the lists (the run reaching the
-   * last segment's end becomes the tail).
-   */
-  rebuildRegions(regions: ReadonlyArray<readonly [number, number]>, onRegion?: () => void): void {
-    this.populatedTo = this.populateMark = 0;
-    this.freedSinceWalk = 0;
-    if (this.tailAddr !== 0) {
-      const ts = Math.floor(this.tailAddr * this.segmentInv);
-      if (regions.some(([s]) => s === ts)) {
-        this.freeBytes -= this.tailEnd - this.tailAddr;
-        this.tailAddr = this.tailEnd = this.tailGen = 0;
-      } else if (regions.length > 0) {
-        // A segment was added and the crash came before the old tail was listed: list it now,
-        // since the new segment's free end becomes the tail.
-        this.retireTail();
-      }
-    }
-    // A listed head's back link may name a block of a region (an earlier, interrupted recovery pushed it).
-    for (let c = 0; c < NUM_CLASSES; c++) {
-      const a = this.heads[c]!;
-      if (a === 0) continue;
-      const segIdx = Math.floor(a * this.segmentInv);
-      const seg = this.segments[segIdx]?.use();
-      const off = a - segIdx * this.segmentSize;
-      if (seg === undefined || !this.checkFree(seg, off)) this.dropList(c);
-      else seg.f64[(off + 24) >>> 3] = 0;
-    }
-    for (const [segIdx, from] of regions) {
-      this.walkSegment(this.segments[segIdx]!.use(), from);
-      onRegion?.();
-    }
-  }
-
-  /** Allocator state for a clean close: counters then list heads. */
-  snapshot(): Float64Array {
-    const out = new Float64Array(STAT_FIELDS.length + NUM_CLASSES);
-    STAT_FIELDS.forEach((f, i) => {
-      out[i] = this[f];
-    });
-    out.set(this.heads, STAT_FIELDS.length);
-    return out;
-  }
-
-  /** Restores a snapshot; false if it does not fit this build (then the caller rebuilds). */
-  restore(s: Float64Array): boolean {
-    if (s.length !== STAT_FIELDS.length + NUM_CLASSES) return false;
-    STAT_FIELDS.forEach((f, i) => {
-      this[f] = s[i]!;
-    });
-    this.populatedTo = this.populateMark = 0;
-    this.heads.set(s.subarray(STAT_FIELDS.length));
-    this.nonEmpty.fill(0);
-    this.nonEmptyClasses = 0;
-    for (let c = 0; c < NUM_CLASSES; c++) {
-      if (this.heads[c] !== 0) {
-        this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
-        this.nonEmptyClasses++;
-      }
-    }
-    return true;
-  }
-
-  /** Writes a whole free block header: check words first, then generation, then size (see free). */
-  private writeFree(u32: Uint32Array, h: number, size: number, gen: number): void {
+  /** @internal Writes a whole free block header: check words first, then generation, then size (see free). */
+  writeFree(u32: Uint32Array, h: number, size: number, gen: number): void {
     u32[h + 2] = sizeCheck(size);
     u32[h + 3] = genCheck(gen);
     u32[h + 1] = word1(gen, KIND_FREE, STATE_FREE, 0);
@@ -628,113 +428,10 @@ export class Allocator {
     this.writeFree(seg.u32, SEGMENT_HEADER_SIZE >>> 2, this.segmentSize - SEGMENT_HEADER_SIZE, this.genFloor);
   }
 
-  /** The largest generation of any block in `seg` (which compact() is about to release). */
-  maxGen(seg: Segment): number {
-    const u32 = seg.u32;
-    let max = 0;
-    for (let off = SEGMENT_HEADER_SIZE; off < this.segmentSize;) {
-      const size = u32[off >>> 2]!;
-      const g = this.trustedGen(seg, off);
-      if (g > max) max = g;
-      if (!this.saneSize(off, size)) break;
-      off += size;
-    }
-    return max;
-  }
-
   /** The free block at `off` (word1 `w`) has a sane size and both check words hold. */
   private wholeFree(u32: Uint32Array, off: number, size: number, w: number): boolean {
     const h = off >>> 2;
     return this.saneSize(off, size) && u32[h + 2] === sizeCheck(size) && u32[h + 3] === genCheck(genOf(w));
-  }
-
-  /**
-   * A header that can be trusted to start a block: a free or reserved one whose size check
-   * holds, or a committed one whose checksum holds (or that is being freed: its size check
-   * holds). Used to confirm a size that a block's own header can not.
-   */
-  private headerHolds(seg: Segment, off: number): boolean {
-    const u32 = seg.u32;
-    const h = off >>> 2;
-    const size = u32[h]!;
-    if (!this.saneSize(off, size)) return false;
-    const state = stateOf(u32[h + 1]!);
-    if (state === STATE_FREE) return u32[h + 2] === sizeCheck(size);
-    if (state !== STATE_USED && state !== STATE_RESERVED) return false;
-    return u32[h + 2] === sizeCheck(size) || blockDamage(seg.buf, u32, off) === undefined;
-  }
-
-  /**
-   * The size of the free or reserved block at `off` that may be merged or carved: its size word
-   * when the size check holds, or, for a reserved block being committed, when its checksum does.
-   * Otherwise (a crash between two stores of a header, or damage) the smaller of its size word and
-   * the size its check word names that ends at a trusted header or at the segment's end, with no
-   * trusted header inside; -1 when there is none: the block is damaged and must not be touched.
-   */
-  trustedFreeSize(seg: Segment, off: number): number {
-    const u32 = seg.u32;
-    const h = off >>> 2;
-    const size = u32[h]!;
-    if (stateOf(u32[h + 1]!) === STATE_DAMAGED) return -1;
-    if (this.saneSize(off, size)) {
-      if (u32[h + 2] === sizeCheck(size)) return size;
-      if (stateOf(u32[h + 1]!) !== STATE_FREE && blockDamage(seg.buf, u32, off) === undefined) return size;
-    }
-    return this.confirmedSize(seg, off, size, sizeCheck(u32[h + 2]!));
-  }
-
-  /** Of two candidate sizes of the block at `off`, the smaller one its surroundings confirm (see trustedFreeSize); -1 if neither. */
-  confirmedSize(seg: Segment, off: number, a: number, b: number): number {
-    const lo = a < b ? a : b;
-    const hi = a < b ? b : a;
-    if (this.confirms(seg, off, lo)) return lo;
-    if (hi !== lo && this.confirms(seg, off, hi)) return hi;
-    return -1;
-  }
-
-  /**
-   * The block at `off` may be taken to end at `off + size`: that is the segment's end or a header
-   * that holds, or a header whose own size leads on, through at most CONFIRM_DEPTH more blocks, to
-   * one of those (neighbours damaged too); and no header that holds lies inside.
-   */
-  private confirms(seg: Segment, off: number, size: number, depth = 0): boolean {
-    if (!this.saneSize(off, size)) return false;
-    const end = off + size;
-    for (let p = off + MIN_BLOCK_SIZE; p + MIN_BLOCK_SIZE <= end; p += 8) if (this.headerHolds(seg, p)) return false;
-    if (end === this.segmentSize || this.headerHolds(seg, end)) return true;
-    return depth < CONFIRM_DEPTH && this.confirms(seg, end, seg.u32[end >>> 2]!, depth + 1);
-  }
-
-  /**
-   * The generation of the block at `off` to keep when it is merged or its segment released: never
-   * lower than any generation the offset had, and never raised by a word that is not a generation.
-   *
-   * Word 3 of a free block, and of a reserved one without a record kind, is only ever a generation
-   * check (every writer stores it before word1): the larger of word1's generation and the one it
-   * names, so that a crash between the two stores (a carve, a merge) or a damaged word1 never lowers it.
-   *
-   * A block with a record kind (reserved by a commit in progress, used, damaged) has its checksum
-   * there from the commit's second store on. Read as a check word, a checksum names a random
-   * generation: a writer killed between the checksum and the state store would make the offset's
-   * next block take that random generation + 1, far up (wrapping the tag early) or, near 2^22,
-   * around to 0. Its word1 carries the generation the block was cut with (a commit never changes
-   * it), so that is the one, unless word 3 is the check word of a generation one bit away (the
-   * commit's first store done, then one bit of either word damaged): then the larger of the two.
-   * A checksum passes that test with a chance of 22 in 2^32, and then raises by one bit only.
-   */
-  trustedGen(seg: Segment, off: number): number {
-    const u32 = seg.u32;
-    const h = off >>> 2;
-    const w = u32[h + 1]!;
-    const g = genOf(w);
-    const w3 = u32[h + 3]!;
-    if (w3 === genCheck(g)) return g;
-    const c = genCheck(w3) & GEN_MASK;
-    const state = stateOf(w);
-    if (state === STATE_FREE || (state === STATE_RESERVED && kindOf(w) === KIND_FREE)) return c > g ? c : g;
-    if (w3 >>> GEN_BITS !== CHECK_HIGH || !oneBit(c ^ g)) return g;
-    if (this.saneSize(off, u32[h]!) && blockDamage(seg.buf, u32, off) === undefined) return g;
-    return c > g ? c : g;
   }
 
   /** Marks the block at `off` damaged (see STATE_DAMAGED): one store of its state bits. */
@@ -786,15 +483,16 @@ export class Allocator {
     }
   }
 
-  /** A free-list entry must look like a free block: otherwise the list is damaged and is not followed. */
-  private checkFree(seg: Segment, off: number): boolean {
+  /** @internal A free-list entry must look like a free block: otherwise the list is damaged and is not followed. */
+  checkFree(seg: Segment, off: number): boolean {
     if (!(off >= SEGMENT_HEADER_SIZE && off <= this.segmentSize - MIN_BLOCK_SIZE) || (off & 7) !== 0 || Math.floor(off) !== off)
       return false;
     const w = seg.u32[(off >>> 2) + 1]!;
     return stateOf(w) === STATE_FREE && this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, w);
   }
 
-  private dropList(c: number): void {
+  /** @internal Empties the damaged list of class `c` (its blocks leak, nothing is overwritten). */
+  dropList(c: number): void {
     if (this.heads[c] !== 0) this.nonEmptyClasses--;
     this.heads[c] = 0;
     this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
@@ -826,7 +524,8 @@ export class Allocator {
     return addr;
   }
 
-  private push(addr: number, size: number, seg: Segment, off: number): void {
+  /** @internal Puts the free block at `addr` at the head of its class's list. */
+  push(addr: number, size: number, seg: Segment, off: number): void {
     this.touch(seg.index, off);
     const c = sizeClass(size);
     const head = this.heads[c]!;
@@ -895,43 +594,5 @@ export class Allocator {
       if (bits !== 0) return (w << 5) + (31 - Math.clz32(bits & -bits));
     }
     return -1;
-  }
-  /**
-   * Walks every free list as verify() does: entries that are not free blocks of their class, lists
-   * that loop, and back links that disagree count as errors. `blocks`: the entries found, to be
-   * compared with the free blocks a walk of the segments finds. Reads only, never repairs.
-   */
-  checkFreeLists(): { errors: number; blocks: number } {
-    let errors = 0;
-    let blocks = 0;
-    const limit = this.segments.length * (this.segmentSize / MIN_BLOCK_SIZE) + 1;
-    for (let c = 0; c < NUM_CLASSES; c++) {
-      let a = this.heads[c]!;
-      let prev = 0;
-      let steps = 0;
-      while (a !== 0) {
-        if (++steps > limit) {
-          errors++;
-          break;
-        }
-        const segIdx = Math.floor(a * this.segmentInv);
-        const seg = this.segments[segIdx]?.use();
-        const off = a - segIdx * this.segmentSize;
-        if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= this.segmentSize) {
-          errors++;
-          break;
-        }
-        const size = seg.u32[off >>> 2]!;
-        if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !this.saneSize(off, size) || sizeClass(size) !== c) {
-          errors++;
-          break;
-        }
-        if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
-        blocks++;
-        prev = a;
-        a = seg.f64[(off + 16) >>> 3]!;
-      }
-    }
-    return { errors, blocks };
   }
 }

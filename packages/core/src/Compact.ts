@@ -1,3 +1,5 @@
+import { maxGen, rebuild } from './AllocatorScan';
+import { trustedFreeSize } from './BlockTrust';
 import * as fs from 'node:fs';
 import type { Allocator } from './Allocator';
 import { SEGMENT_HEADER_SIZE, STATE_FREE, stateOf } from './BlockFormat';
@@ -24,7 +26,7 @@ export function releaseEmptySegments(
   if (keep === before) return keep;
   // Segments made again at these indexes must start above every generation they held.
   for (let i = keep; i < before; i++) {
-    const g = alloc.maxGen(segments[i]!);
+    const g = maxGen(alloc, segments[i]!);
     if (g > alloc.genFloor) alloc.genFloor = g;
   }
   uncount(keep);
@@ -43,7 +45,7 @@ function segmentIsEmpty(s: Segment, alloc: Allocator): boolean {
   let off = SEGMENT_HEADER_SIZE;
   while (off < alloc.segmentSize) {
     if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE) return false;
-    const size = alloc.trustedFreeSize(seg, off);
+    const size = trustedFreeSize(alloc, seg, off);
     if (size < 0) return false;
     off += size;
   }
@@ -70,7 +72,7 @@ export function compactSegments(
     },
     onProgress,
   );
-  alloc.rebuild((done) => onProgress?.({ phase: 'rebuild', done, total: segments.length }));
+  rebuild(alloc, (done) => onProgress?.({ phase: 'rebuild', done, total: segments.length }));
   return {
     segmentsBefore: before,
     segmentsAfter: segments.length,

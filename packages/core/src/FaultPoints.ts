@@ -2,6 +2,12 @@
 export type FaultPoint =
   /** A recovery starts, or one of its walks over the segments does. */
   | 'recovery-walk'
+  /** The allocator starts a walk over its segments: a rebuild of its free lists (whole or of regions), or a count. */
+  | 'allocator-walk'
+  /** A rebuild of the allocator's free lists walked one whole segment and merged its free runs. */
+  | 'segment-walked'
+  /** A rebuild of the allocator's free lists from a checkpoint walked one region (see rebuildRegions) and merged its free runs. */
+  | 'region-walked'
   /** Recovery is about to replay a committed journal record. */
   | 'recovery-replay'
   /** A set's journal record is written (and a grown value's new body committed); the journal is not committed yet. */
@@ -21,6 +27,8 @@ export type FaultPoint =
  * Named points in the core where tests step in (count how often a step runs, or kill the process
  * there) instead of patching private methods by name. Nothing is set outside tests: a point
  * costs one load and one comparison. None lies on the put, get or delete paths; the two of set's
- * journal are passed once per set whose journal also allocates, writes and frees a block.
+ * journal are passed once per set whose journal also allocates, writes and frees a block, and the
+ * allocator's walk points once per walk and per segment it walks (a put runs one only to merge the
+ * free runs of a whole pile, before it grows).
  */
 export const faultPoints: { hit: ((point: FaultPoint) => void) | undefined } = { hit: undefined };

@@ -1,3 +1,4 @@
+import { checkpointed, snapshot } from './AllocatorCheckpoint';
 import { randomInt } from 'node:crypto';
 import type { ZodType } from 'zod';
 import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
@@ -142,11 +143,11 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
    */
   protected override checkpoint(): void {
     const meta = this.meta!;
-    meta.writeCheckpoint({ segmentCount: this.segments.length, bootId: BOOT_ID, state: this.alloc.snapshot() });
+    meta.writeCheckpoint({ segmentCount: this.segments.length, bootId: BOOT_ID, state: snapshot(this.alloc) });
     faultPoints.hit?.('checkpoint-saved');
     meta.writeMarks(this.segments.length, MARK_CLEAN);
     faultPoints.hit?.('checkpoint-cleared');
-    this.alloc.checkpointed();
+    checkpointed(this.alloc);
   }
 
   // ---------------------------------------------------------------- records, schemas and roots
@@ -446,7 +447,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     try {
       if (this.persistent && !this.readonly && this.meta !== undefined) {
         for (const seg of this.segments) seg.sync();
-        this.meta.writeCleanState(this.alloc.snapshot());
+        this.meta.writeCleanState(snapshot(this.alloc));
         this.meta.writeHeader(metaHeader(this, this.segments.length, true));
         this.meta.sync();
       }

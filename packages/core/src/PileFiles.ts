@@ -1,3 +1,5 @@
+import { restore } from './AllocatorCheckpoint';
+import { countOnly } from './AllocatorScan';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { MARK_WHOLE } from './Allocator';
@@ -117,7 +119,7 @@ export function loadPile(
   }
   if (readonly) {
     store.catalog.load();
-    alloc.countOnly();
+    countOnly(alloc);
     return;
   }
   // Files past the counted segments: left by a crash while adding one, or by an interrupted compact.
@@ -128,7 +130,7 @@ export function loadPile(
   meta.writeHeader(metaHeader(store, segmentCount, false));
   meta.sync();
   const state = clean ? meta.readCleanState() : undefined;
-  if (state !== undefined && alloc.restore(state)) {
+  if (state !== undefined && restore(alloc, state)) {
     store.catalog.load();
     return;
   }

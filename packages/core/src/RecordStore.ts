@@ -1,3 +1,4 @@
+import { rebuild } from './AllocatorScan';
 import { Allocator } from './Allocator';
 import {
   BLOCK_HEADER_SIZE,
@@ -146,7 +147,12 @@ export abstract class RecordStore {
     this.typedWordMask = ~(GEN_MASK & ~fmt.tagMask) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
     this.quickLocate = setup.verifyOnRead ? () => -1 : compileQuickLocate(fmt, LOCATE_FIELDS);
-    this.alloc = new Allocator(this.segments, setup.segmentSize, () => addSegment(this));
+    this.alloc = new Allocator(
+      this.segments,
+      setup.segmentSize,
+      () => addSegment(this),
+      () => rebuild(this.alloc),
+    );
     this.catalog = new Catalog(this);
     this.values = new ValueEncoding(this.catalog, (id) => this.catalog.storedSchema(id)?.[0]);
   }

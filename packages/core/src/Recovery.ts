@@ -1,3 +1,6 @@
+import { restore, snapshot } from './AllocatorCheckpoint';
+import { rebuild, rebuildRegions } from './AllocatorScan';
+import { confirmedSize, trustedFreeSize } from './BlockTrust';
 import * as fs from 'node:fs';
 import type { Allocator } from './Allocator';
 import { MARK_CLEAN, MARK_TAIL } from './Allocator';
@@ -103,7 +106,7 @@ export function checkpointRegions(
 ): Array<[number, number]> | undefined {
   const ck = meta.readCheckpoint();
   if (ck === undefined || BOOT_ID === '' || ck.bootId !== BOOT_ID || ck.segmentCount > segmentCount) return undefined;
-  if (!alloc.restore(ck.state)) return undefined;
+  if (!restore(alloc, ck.state)) return undefined;
   const tail = alloc.tailAddr;
   const tailSeg = tail !== 0 ? fmt.segmentOf(tail) : -1;
   if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || alloc.tailEnd !== (tailSeg + 1) * fmt.segmentSize))
@@ -158,18 +161,18 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
   );
   // Counters are rebuilt at the end, or (from a checkpoint) added to by the walk of what is
   // scanned: replay must not drift them meanwhile.
-  const counters = regions === undefined ? undefined : alloc.snapshot();
+  const counters = regions === undefined ? undefined : snapshot(alloc);
   for (const a of journals) {
     const j = seat(a);
     host.applyJournal(j.seg, j.off);
     alloc.markFree(j.seg, j.off, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
     r.journalsReplayed++;
   }
-  if (counters !== undefined) alloc.restore(counters);
+  if (counters !== undefined) restore(alloc, counters);
   const catalogAddr = host.loadCatalog();
   // 2. Drop torn records, and find link targets. A torn record's size is not covered by a
   // checksum that holds: it is freed only by a size that the next header confirms (see
-  // Allocator.confirmedSize); otherwise it stays, and the rest of its segment is left untouched,
+  // BlockTrust's confirmedSize); otherwise it stays, and the rest of its segment is left untouched,
   // so that no live record is ever freed with it.
   const bodies = new Set<number>();
   const links: number[] = [];
@@ -188,7 +191,7 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
           r.tornRecords++;
           return fixed.size;
         }
-        const sure = alloc.confirmedSize(seg, off, size, size);
+        const sure = confirmedSize(alloc, seg, off, size, size);
         if (sure < 0) {
           alloc.quarantine(seg, off);
           r.corrupt.push(
@@ -235,8 +238,8 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
     r.orphansFreed++;
   }
   host.setRecovering(false);
-  if (regions === undefined) alloc.rebuild(() => progress());
-  else alloc.rebuildRegions(regions, progress);
+  if (regions === undefined) rebuild(alloc, () => progress());
+  else rebuildRegions(alloc, regions, progress);
 }
 
 /**
@@ -269,7 +272,7 @@ function walkUsed(
         corrupt?.push(corruptAt(seg, off, 'a block an earlier recovery found damaged; the rest of the segment is left untouched'));
         size = -1;
       } else {
-        size = host.alloc.trustedFreeSize(seg, off);
+        size = trustedFreeSize(host.alloc, seg, off);
         if (size < 0) corrupt?.push(corruptAt(seg, off, 'damaged free block header; the rest of the segment is left untouched'));
       }
       if (size < 0) break;

@@ -1,3 +1,4 @@
+import { checkFreeLists } from './AllocatorScan';
 import type { Allocator } from './Allocator';
 // Two imports so that each list fits one line (a multi-line list repeats Recovery's, line for line).
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE } from './BlockFormat';
@@ -121,7 +122,7 @@ export function verifyPile(
     onProgress?.({ phase: 'verify', done: report.segmentsChecked, total: segments.length });
   }
   if (!readonly) {
-    const listed = alloc.checkFreeLists();
+    const listed = checkFreeLists(alloc);
     report.freeListErrors = listed.errors;
     const tail = alloc.tailAddr !== 0 ? 1 : 0;
     if (listed.blocks + tail !== seen.freeBlocks) report.freeListErrors += Math.abs(listed.blocks + tail - seen.freeBlocks);

@@ -1,0 +1,200 @@
+import { NUM_CLASSES, sizeClass, type Allocator } from './Allocator';
+import { MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_USED, stateOf } from './BlockFormat';
+import { markAll } from './AllocatorCheckpoint';
+import { trustedFreeSize, trustedGen } from './BlockTrust';
+import { faultPoints } from './FaultPoints';
+import type { Segment } from './Segment';
+
+// The allocator's walks over the blocks of its segments: rebuilding the free lists and counters
+// (after recovery, for compact(), and as alloc()'s merge walk, which the allocator reaches through
+// the callback its owner gives it), counting only, and the checks of verify(). Cold code, kept out
+// of the allocator class so that its hot methods stay small.
+
+/**
+ * Rebuilds free lists and counters by walking every block of every segment, merging runs
+ * of free blocks. Used after recovery and when a clean state is missing.
+ * `onSegment` reports progress.
+ */
+export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): void {
+  faultPoints.hit?.('allocator-walk');
+  markAll(alloc);
+  alloc.heads.fill(0);
+  alloc.nonEmpty.fill(0);
+  alloc.nonEmptyClasses = 0;
+  alloc.allocatedBytes = alloc.freeBytes = alloc.utilizedBytes = 0;
+  alloc.objectCount = alloc.linkCount = alloc.internalCount = 0;
+  alloc.tailAddr = alloc.tailEnd = alloc.tailGen = 0;
+  alloc.populatedTo = alloc.populateMark = 0;
+  alloc.freedSinceWalk = 0;
+  for (const s of alloc.segments) {
+    walkSegment(alloc, s.use(), SEGMENT_HEADER_SIZE);
+    faultPoints.hit?.('segment-walked');
+    onSegment?.(s.index + 1);
+  }
+}
+
+/** Counts the blocks of `seg` from `from` on and merges its free runs into the lists (see rebuild). */
+function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
+  const segSize = alloc.segmentSize;
+  const last = alloc.segments.length - 1;
+  const u32 = seg.u32;
+  let off = from;
+  let runStart = -1;
+  let runGen = 0;
+  const runInner: number[] = [];
+  const closeRun = (end: number): void => {
+    if (runStart < 0) return;
+    const size = end - runStart;
+    alloc.writeFree(u32, runStart >>> 2, size, runGen);
+    // The headers of the blocks merged into the run no longer start blocks (see Allocator.free).
+    for (let i = 0; i < runInner.length; i++) u32[(runInner[i]! >>> 2) + 2] = 0;
+    runInner.length = 0;
+    alloc.freeBytes += size;
+    if (seg.index === last && end === segSize) {
+      alloc.tailAddr = seg.index * segSize + runStart;
+      alloc.tailEnd = (seg.index + 1) * segSize;
+      alloc.tailGen = runGen;
+    } else alloc.push(seg.index * segSize + runStart, size, seg, runStart);
+    runStart = -1;
+  };
+  while (off < segSize) {
+    let size = u32[off >>> 2]!;
+    const w = u32[(off >>> 2) + 1]!;
+    const state = stateOf(w);
+    // Quarantined by recovery: the rest of the segment stays untouched.
+    if (!alloc.saneSize(off, size) || state === STATE_DAMAGED) break;
+    if (state === STATE_USED) {
+      closeRun(off);
+      alloc.allocatedBytes += size;
+      alloc.countUsed(w, u32[(off >>> 2) + 2]!);
+    } else {
+      // A free or reserved block is merged by the size its check words (or the next header)
+      // confirm; a damaged one ends the walk, and the rest of the segment stays untouched.
+      size = trustedFreeSize(alloc, seg, off);
+      if (size < 0) break;
+      const g = trustedGen(alloc, seg, off);
+      if (runStart < 0) {
+        runStart = off;
+        runGen = g;
+      } else {
+        runInner.push(off);
+        if (g > runGen) runGen = g;
+      }
+    }
+    off += size;
+  }
+  closeRun(off < segSize ? off : segSize);
+}
+
+/** Counters only, by a walk that writes nothing (read-only piles). */
+export function countOnly(alloc: Allocator): void {
+  faultPoints.hit?.('allocator-walk');
+  alloc.allocatedBytes = alloc.freeBytes = alloc.utilizedBytes = 0;
+  alloc.objectCount = alloc.linkCount = alloc.internalCount = 0;
+  for (const s of alloc.segments) {
+    const seg = s.use();
+    let off = SEGMENT_HEADER_SIZE;
+    while (off < alloc.segmentSize) {
+      const size = seg.u32[off >>> 2]!;
+      const w = seg.u32[(off >>> 2) + 1]!;
+      if (!alloc.saneSize(off, size) || stateOf(w) === STATE_DAMAGED) break;
+      if (stateOf(w) === STATE_USED) {
+        alloc.allocatedBytes += size;
+        alloc.countUsed(w, seg.u32[(off >>> 2) + 2]!);
+      } else alloc.freeBytes += size;
+      off += size;
+    }
+  }
+}
+
+/**
+ * Recovery from a checkpoint: the allocator state was restore()d from it, and `regions` (segment,
+ * offset to scan from) hold everything written since. A region that starts at the checkpoint's
+ * tail drops the tail (the walk finds its blocks); then each region is walked like rebuild() walks a
+ * segment, adding its blocks to the counters and its free runs to the lists (the run reaching the
+ * last segment's end becomes the tail).
+ */
+export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly [number, number]>, onRegion?: () => void): void {
+  faultPoints.hit?.('allocator-walk');
+  alloc.populatedTo = alloc.populateMark = 0;
+  alloc.freedSinceWalk = 0;
+  if (alloc.tailAddr !== 0) {
+    const ts = Math.floor(alloc.tailAddr * alloc.segmentInv);
+    if (regions.some(([s]) => s === ts)) {
+      alloc.freeBytes -= alloc.tailEnd - alloc.tailAddr;
+      alloc.tailAddr = alloc.tailEnd = alloc.tailGen = 0;
+    } else if (regions.length > 0) {
+      // A segment was added and the crash came before the old tail was listed: list it now,
+      // since the new segment's free end becomes the tail.
+      alloc.retireTail();
+    }
+  }
+  // A listed head's back link may name a block of a region (an earlier, interrupted recovery pushed it).
+  for (let c = 0; c < NUM_CLASSES; c++) {
+    const a = alloc.heads[c]!;
+    if (a === 0) continue;
+    const segIdx = Math.floor(a * alloc.segmentInv);
+    const seg = alloc.segments[segIdx]?.use();
+    const off = a - segIdx * alloc.segmentSize;
+    if (seg === undefined || !alloc.checkFree(seg, off)) alloc.dropList(c);
+    else seg.f64[(off + 24) >>> 3] = 0;
+  }
+  for (const [segIdx, from] of regions) {
+    walkSegment(alloc, alloc.segments[segIdx]!.use(), from);
+    faultPoints.hit?.('region-walked');
+    onRegion?.();
+  }
+}
+
+/** The largest generation of any block in `seg` (which compact() is about to release). */
+export function maxGen(alloc: Allocator, seg: Segment): number {
+  const u32 = seg.u32;
+  let max = 0;
+  for (let off = SEGMENT_HEADER_SIZE; off < alloc.segmentSize;) {
+    const size = u32[off >>> 2]!;
+    const g = trustedGen(alloc, seg, off);
+    if (g > max) max = g;
+    if (!alloc.saneSize(off, size)) break;
+    off += size;
+  }
+  return max;
+}
+
+/**
+ * Walks every free list as verify() does: entries that are not free blocks of their class, lists
+ * that loop, and back links that disagree count as errors. `blocks`: the entries found, to be
+ * compared with the free blocks a walk of the segments finds. Reads only, never repairs.
+ */
+export function checkFreeLists(alloc: Allocator): { errors: number; blocks: number } {
+  let errors = 0;
+  let blocks = 0;
+  const limit = alloc.segments.length * (alloc.segmentSize / MIN_BLOCK_SIZE) + 1;
+  for (let c = 0; c < NUM_CLASSES; c++) {
+    let a = alloc.heads[c]!;
+    let prev = 0;
+    let steps = 0;
+    while (a !== 0) {
+      if (++steps > limit) {
+        errors++;
+        break;
+      }
+      const segIdx = Math.floor(a * alloc.segmentInv);
+      const seg = alloc.segments[segIdx]?.use();
+      const off = a - segIdx * alloc.segmentSize;
+      if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= alloc.segmentSize) {
+        errors++;
+        break;
+      }
+      const size = seg.u32[off >>> 2]!;
+      if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !alloc.saneSize(off, size) || sizeClass(size) !== c) {
+        errors++;
+        break;
+      }
+      if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
+      blocks++;
+      prev = a;
+      a = seg.f64[(off + 16) >>> 3]!;
+    }
+  }
+  return { errors, blocks };
+}

@@ -20,6 +20,7 @@ import {
   word1,
 } from './BlockFormat';
 import { PileError } from './PileError';
+import type { PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
 
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
@@ -75,12 +76,11 @@ export class Allocator {
   tailEnd = 0;
   tailGen = 0;
   /**
-   * Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address;
+   * @internal Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address;
    * the next chunk is asked for once the tail passes populateMark, so the tail keeps one to two
    * chunks of ready pages before it. 0 (after open, rebuild or a new segment): not armed yet.
    * The first cut only arms it a chunk further on, so a pile that writes less than a chunk
    * commits no memory (or, mapped, dirties no page) ahead of what it wrote.
-   * @internal
    */
   populatedTo = 0;
   /** @internal */
@@ -95,8 +95,14 @@ export class Allocator {
   genFloor = 0;
   /** @internal Bytes freed since the last walk that merged free runs (see alloc). */
   freedSinceWalk = 0;
-  /** @internal 1 / segmentSize: a power of two, so `addr * segmentInv` is exact and much cheaper than a division. */
-  readonly segmentInv: number;
+  /** Bytes per segment (fmt.segmentSize). */
+  readonly segmentSize: number;
+  /**
+   * fmt.segmentInv. The put and delete paths (bump, take, trim, free, setLink) write fmt.segmentOf(addr) out as
+   * `Math.floor(addr * this.segmentInv)`: no call, no load of fmt per put or free; cold code calls fmt.segmentOf.
+   * Measure a change there with `node benchmarks/compare/compare-builds.cjs` (docs/benchmarks.md).
+   */
+  private readonly segmentInv: number;
   /**
    * Dirty marks per segment since the last checkpoint (MARK_*). A write into a segment first
    * raises its mark through onMark, which writes it to pile.meta before the write lands: once per
@@ -118,16 +124,14 @@ export class Allocator {
 
   constructor(
     readonly segments: Segment[],
-    readonly segmentSize: number,
+    readonly fmt: PointerFormat,
     /** Adds a segment and returns it, or throws PILE_OUT_OF_SPACE. */
     private readonly grow: () => Segment,
-    /**
-     * The walk that merges every free run (AllocatorScan's rebuild), which alloc() runs before the
-     * pile grows: given by the owner, so that the allocator does not import its own walks.
-     */
+    /** The walk that merges every free run (AllocatorScan's rebuild) before alloc() grows the pile: no import cycle. */
     private readonly mergeWalk: () => void,
   ) {
-    this.segmentInv = 1 / segmentSize;
+    this.segmentSize = fmt.segmentSize;
+    this.segmentInv = fmt.segmentInv;
   }
 
   /**
@@ -187,7 +191,7 @@ export class Allocator {
 
   /** Frees the block at `addr` (USED or RESERVED) and merges it with free blocks after it. */
   free(addr: number): void {
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = Math.floor(addr * this.segmentInv); // inline: hot (see segmentInv)
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     this.touch(segIdx, off);
@@ -244,7 +248,7 @@ export class Allocator {
    * whose rest would be too small to stand alone). A rest too small to be a block stays as slack.
    */
   trim(addr: number, keep: number): void {
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = Math.floor(addr * this.segmentInv); // inline: hot (see segmentInv)
     const u32 = this.segments[segIdx]!.use().u32;
     const h = (addr - segIdx * this.segmentSize) >>> 2;
     const size = u32[h]!;
@@ -273,10 +277,7 @@ export class Allocator {
     // The rest becomes a RESERVED block of the block's generation before the block shrinks, so a
     // crash between the two leaves a walkable segment and recovery frees it like any unfinished put.
     const gen = genOf(u32[h + 1]!);
-    u32[r + 2] = sizeCheck(cut);
-    u32[r + 3] = genCheck(gen);
-    u32[r + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
-    u32[r] = cut;
+    this.writeReserved(u32, r, cut, gen);
     u32[h + 2] = sizeCheck(keep);
     u32[h] = keep;
     this.free(addr + keep);
@@ -301,7 +302,7 @@ export class Allocator {
   /** @internal Lists the rest of the tail, which stops being the tail. */
   retireTail(): void {
     if (this.tailAddr === 0) return;
-    const segIdx = Math.floor(this.tailAddr * this.segmentInv);
+    const segIdx = this.fmt.segmentOf(this.tailAddr);
     const seg = this.segments[segIdx]?.use();
     if (seg !== undefined) this.push(this.tailAddr, this.tailEnd - this.tailAddr, seg, this.tailAddr - segIdx * this.segmentSize);
     this.tailAddr = this.tailEnd = this.tailGen = 0;
@@ -311,7 +312,7 @@ export class Allocator {
   private bump(size: number): number {
     const addr = this.tailAddr;
     if (addr === 0 || this.tailEnd - addr < size) return 0;
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = Math.floor(addr * this.segmentInv); // inline: hot (see segmentInv)
     this.cut(this.segments[segIdx]!.use(), segIdx, addr - segIdx * this.segmentSize, size);
     return addr;
   }
@@ -332,11 +333,7 @@ export class Allocator {
     } else {
       this.tailAddr = this.tailEnd = this.tailGen = 0;
     }
-    const h = off >>> 2;
-    u32[h + 2] = sizeCheck(used);
-    u32[h + 3] = genCheck(gen);
-    u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
-    u32[h] = used;
+    this.writeReserved(u32, off >>> 2, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
@@ -414,6 +411,14 @@ export class Allocator {
     u32[h] = size;
   }
 
+  /** writeFree's stores for a block just cut or carved: RESERVED, no record kind yet (small: inlines into cut). */
+  private writeReserved(u32: Uint32Array, h: number, size: number, gen: number): void {
+    u32[h + 2] = sizeCheck(size);
+    u32[h + 3] = genCheck(gen);
+    u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
+    u32[h] = size;
+  }
+
   /** The free block at `off` has a sane size and both check words hold. */
   freeHeaderHolds(seg: Segment, off: number): boolean {
     return this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, seg.u32[(off >>> 2) + 1]!);
@@ -455,7 +460,7 @@ export class Allocator {
       // Blocks in a range class may be smaller than asked: first fit among a few.
       let a = this.heads[c]!;
       for (let i = 0; i < FIT_SCAN_LIMIT && a !== 0; i++) {
-        const segIdx = Math.floor(a * this.segmentInv);
+        const segIdx = Math.floor(a * this.segmentInv); // inline: hot (see segmentInv)
         const seg = this.segments[segIdx]?.use();
         const off = a - segIdx * this.segmentSize;
         if (seg === undefined || !this.checkFree(seg, off)) {
@@ -471,7 +476,7 @@ export class Allocator {
       c = this.nextNonEmpty(c);
       if (c < 0) return 0;
       const a = this.heads[c]!;
-      const segIdx = Math.floor(a * this.segmentInv);
+      const segIdx = Math.floor(a * this.segmentInv); // inline: hot (see segmentInv)
       const seg = this.segments[segIdx]?.use();
       const off = a - segIdx * this.segmentSize;
       // A damaged link may lead to a free block of another class, possibly smaller than asked.
@@ -515,10 +520,7 @@ export class Allocator {
       this.push(addr + size, have - size, seg, rOff);
       used = size;
     }
-    u32[h + 2] = sizeCheck(used);
-    u32[h + 3] = genCheck(gen);
-    u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
-    u32[h] = used;
+    this.writeReserved(u32, h, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
     return addr;
@@ -573,7 +575,7 @@ export class Allocator {
       this.damagedLists++;
       return;
     }
-    const segIdx = Math.floor(addr * this.segmentInv);
+    const segIdx = Math.floor(addr * this.segmentInv); // inline: hot (see segmentInv)
     const seg = this.segments[segIdx]?.use();
     if (seg === undefined) return;
     const off = addr - segIdx * this.segmentSize;

@@ -31,7 +31,7 @@ export function checkpointed(alloc: Allocator): void {
   alloc.marks.fill(MARK_CLEAN);
   alloc.ckptSegCount = alloc.segments.length;
   if (alloc.tailAddr !== 0) {
-    alloc.ckptTailSeg = Math.floor(alloc.tailAddr * alloc.segmentInv);
+    alloc.ckptTailSeg = alloc.fmt.segmentOf(alloc.tailAddr);
     alloc.ckptTailOff = alloc.tailAddr - alloc.ckptTailSeg * alloc.segmentSize;
   } else {
     alloc.ckptTailSeg = -1;

@@ -119,7 +119,7 @@ export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly
   alloc.populatedTo = alloc.populateMark = 0;
   alloc.freedSinceWalk = 0;
   if (alloc.tailAddr !== 0) {
-    const ts = Math.floor(alloc.tailAddr * alloc.segmentInv);
+    const ts = alloc.fmt.segmentOf(alloc.tailAddr);
     if (regions.some(([s]) => s === ts)) {
       alloc.freeBytes -= alloc.tailEnd - alloc.tailAddr;
       alloc.tailAddr = alloc.tailEnd = alloc.tailGen = 0;
@@ -133,7 +133,7 @@ export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly
   for (let c = 0; c < NUM_CLASSES; c++) {
     const a = alloc.heads[c]!;
     if (a === 0) continue;
-    const segIdx = Math.floor(a * alloc.segmentInv);
+    const segIdx = alloc.fmt.segmentOf(a);
     const seg = alloc.segments[segIdx]?.use();
     const off = a - segIdx * alloc.segmentSize;
     if (seg === undefined || !alloc.checkFree(seg, off)) alloc.dropList(c);
@@ -178,7 +178,7 @@ export function checkFreeLists(alloc: Allocator): { errors: number; blocks: numb
         errors++;
         break;
       }
-      const segIdx = Math.floor(a * alloc.segmentInv);
+      const segIdx = alloc.fmt.segmentOf(a);
       const seg = alloc.segments[segIdx]?.use();
       const off = a - segIdx * alloc.segmentSize;
       if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= alloc.segmentSize) {

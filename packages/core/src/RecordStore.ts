@@ -149,7 +149,7 @@ export abstract class RecordStore {
     this.quickLocate = setup.verifyOnRead ? () => -1 : compileQuickLocate(fmt, LOCATE_FIELDS);
     this.alloc = new Allocator(
       this.segments,
-      setup.segmentSize,
+      fmt,
       () => addSegment(this),
       () => rebuild(this.alloc),
     );

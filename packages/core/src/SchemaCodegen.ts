@@ -144,6 +144,15 @@ class Generator {
     return `${prefix}${this.counter++}`;
   }
 
+  /**
+   * The start of measure's and encode's code for an array `x` (at path expression `P`): the check
+   * that it is one, and its length in a new variable. Returns that variable's name and the code.
+   */
+  private arrayHead(x: string, P: string): [string, string] {
+    const n = this.id('n');
+    return [n, `if (!Array.isArray(${x})) fail(${P}, "array", ${x});\nconst ${n} = ${x}.length;\n`];
+  }
+
   private constant(value: unknown): string {
     this.constants.push(value);
     return `K${this.constants.length - 1}`;
@@ -200,13 +209,12 @@ class Generator {
         );
       }
       case 'array': {
-        const n = this.id('n');
+        const [n, head] = this.arrayHead(x, P);
         const i = this.id('i');
         const e = this.id('e');
         const stride = fixedSize(node.of);
         return (
-          `if (!Array.isArray(${x})) fail(${P}, "array", ${x});\n` +
-          `const ${n} = ${x}.length;\n` +
+          head +
           (stride > 0 ? `s += ${n} * ${stride};\n` : '') +
           `for (let ${i} = 0; ${i} < ${n}; ${i}++) {\nconst ${e} = ${x}[${i}];\n${this.measure(node.of, e, indexPath(path, i), bound)}}\n`
         );
@@ -306,15 +314,14 @@ class Generator {
         return `${code}{\nbuf[${at(p)}] = 2;\n${this.encode(node.of, x, shift(p, 1), path)}}\n`;
       }
       case 'array': {
-        const n = this.id('n');
+        const [n, head] = this.arrayHead(x, P);
         const b = this.id('b');
         const i = this.id('i');
         const q = this.id('q');
         const e = this.id('e');
         const stride = fixedSize(node.of);
         return (
-          `if (!Array.isArray(${x})) fail(${P}, "array", ${x});\n` +
-          `const ${n} = ${x}.length;\n` +
+          head +
           `if (${n} * ${stride} > end - v) overflow(${P}, end - o);\n` +
           `view.setUint32(${at(p)}, v - o, true); view.setUint32(${at(p, 4)}, ${n}, true);\n` +
           `const ${b} = v;\n` +

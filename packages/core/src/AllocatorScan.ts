@@ -36,7 +36,6 @@ export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): v
 /** Counts the blocks of `seg` from `from` on and merges its free runs into the lists (see rebuild). */
 function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
   const segSize = alloc.segmentSize;
-  const last = alloc.segments.length - 1;
   const u32 = seg.u32;
   let off = from;
   let runStart = -1;
@@ -44,17 +43,8 @@ function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
   const runInner: number[] = [];
   const closeRun = (end: number): void => {
     if (runStart < 0) return;
-    const size = end - runStart;
-    alloc.writeFree(u32, runStart >>> 2, size, runGen);
-    // The headers of the blocks merged into the run no longer start blocks (see Allocator.free).
-    for (let i = 0; i < runInner.length; i++) u32[(runInner[i]! >>> 2) + 2] = 0;
+    closeFreeRun(alloc, seg, runStart, end, runGen, runInner, 0, runInner.length);
     runInner.length = 0;
-    alloc.freeBytes += size;
-    if (seg.index === last && end === segSize) {
-      alloc.tailAddr = seg.index * segSize + runStart;
-      alloc.tailEnd = (seg.index + 1) * segSize;
-      alloc.tailGen = runGen;
-    } else alloc.push(seg.index * segSize + runStart, size, seg, runStart);
     runStart = -1;
   };
   while (off < segSize) {
@@ -84,6 +74,35 @@ function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
     off += size;
   }
   closeRun(off < segSize ? off : segSize);
+}
+
+/**
+ * The free run from `start` to `end` of `seg` that a walk found becomes one free block: listed, or
+ * the tail when it reaches the last segment's end. `inner[from..to)` are the offsets of the blocks
+ * merged into it after its first, whose headers no longer start blocks.
+ */
+export function closeFreeRun(
+  alloc: Allocator,
+  seg: Segment,
+  start: number,
+  end: number,
+  gen: number,
+  inner: readonly number[],
+  from: number,
+  to: number,
+): void {
+  const segSize = alloc.segmentSize;
+  const u32 = seg.u32;
+  const size = end - start;
+  alloc.writeFree(u32, start >>> 2, size, gen);
+  // The headers of the blocks merged into the run no longer start blocks (see Allocator.free).
+  for (let i = from; i < to; i++) u32[(inner[i]! >>> 2) + 2] = 0;
+  alloc.freeBytes += size;
+  if (seg.index === alloc.segments.length - 1 && end === segSize) {
+    alloc.tailAddr = seg.index * segSize + start;
+    alloc.tailEnd = (seg.index + 1) * segSize;
+    alloc.tailGen = gen;
+  } else alloc.push(seg.index * segSize + start, size, seg, start);
 }
 
 /** Counters only, by a walk that writes nothing (read-only piles). */
@@ -116,6 +135,20 @@ export function countOnly(alloc: Allocator): void {
  */
 export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly [number, number]>, onRegion?: () => void): void {
   faultPoints.hit?.('allocator-walk');
+  beginRegions(alloc, regions);
+  for (const [segIdx, from] of regions) {
+    walkSegment(alloc, alloc.segments[segIdx]!.use(), from);
+    faultPoints.hit?.('region-walked');
+    onRegion?.();
+  }
+}
+
+/**
+ * What a rebuild from a checkpoint does before it walks `regions` (see rebuildRegions): the tail
+ * dropped when a region covers it (the walk finds it again) or listed, the back links of the listed
+ * heads checked.
+ */
+export function beginRegions(alloc: Allocator, regions: ReadonlyArray<readonly [number, number]>): void {
   alloc.populatedTo = alloc.populateMark = 0;
   alloc.freedSinceWalk = 0;
   if (alloc.tailAddr !== 0) {
@@ -138,11 +171,6 @@ export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly
     const off = a - segIdx * alloc.segmentSize;
     if (seg === undefined || !alloc.checkFree(seg, off)) alloc.dropList(c);
     else seg.f64[(off + 24) >>> 3] = 0;
-  }
-  for (const [segIdx, from] of regions) {
-    walkSegment(alloc, alloc.segments[segIdx]!.use(), from);
-    faultPoints.hit?.('region-walked');
-    onRegion?.();
   }
 }
 

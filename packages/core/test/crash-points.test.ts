@@ -4,9 +4,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { openPile, type Pile, type PilePointer } from '../src';
+import { openPile, type Pile, type PilePointer, type PileStats } from '../src';
+import { faultPoints } from '../src/FaultPoints';
 import { buildCore } from './fixtures/build-core';
-import { buildPile, copyDir, segFile, where, type Built } from './fixtures/pile-files';
+import { buildPile, copyDir, flipByte, metaFile, segFile, where, type Built } from './fixtures/pile-files';
 
 const CRASH_AT = path.join(__dirname, 'fixtures', 'crash-at.js');
 
@@ -237,6 +238,70 @@ describe('crash at each point of the write path', function () {
     });
     expect(r.full).to.equal(false);
     expect(r.journalsReplayed).to.equal(1);
+  });
+
+  /** Runs `fn`, counting the walks of recovery: its start, then each general pass (the 'recovery-walk' fault point). */
+  const countingWalks = (fn: () => void): number => {
+    let walks = 0;
+    faultPoints.hit = (point) => {
+      if (point === 'recovery-walk') walks++;
+    };
+    try {
+      fn();
+    } finally {
+      faultPoints.hit = undefined;
+    }
+    return walks;
+  };
+
+  it('a writer killed while appending past a checkpoint is recovered by one walk, to the counters a full recovery finds', () => {
+    const lines = crashAt(dir, 'appended');
+    // The same files with every segment marked written anywhere: recovered by a scan of all of them.
+    const full = path.join(tmp, `full-${n++}`);
+    copyDir(dir, full);
+    const segments = fs.readdirSync(full).filter((f) => f.startsWith('seg-')).length;
+    const fd = fs.openSync(metaFile(full), 'r+');
+    fs.writeSync(fd, Buffer.alloc(segments, 2), 0, segments, 8192);
+    fs.closeSync(fd);
+    let oneWalk: PileStats | undefined;
+    let r: Pile['lastRecovery'] | undefined;
+    const walks = countingWalks(() => {
+      r = reopen((pile) => {
+        expect(expectAppended(pile, lines)).to.equal(3000);
+        expectIntact(pile, built);
+        oneWalk = pile.stats;
+      });
+    });
+    expect(r!.full).to.equal(false);
+    expect(r!.blocksScanned).to.be.greaterThan(100);
+    expect(walks, 'recovery walks').to.equal(1);
+    dir = full;
+    let scanned: PileStats | undefined;
+    const rf = reopen((pile) => {
+      expect(expectAppended(pile, lines)).to.equal(3000);
+      scanned = pile.stats;
+    });
+    expect(rf.full).to.equal(true);
+    expect(oneWalk).to.deep.equal(scanned);
+  });
+
+  it('a record torn in a region written since the checkpoint is dropped by the general passes', () => {
+    const lines = crashAt(dir, 'appended');
+    // A payload byte of the last acknowledged record: its checksum fails, so the one walk hands over.
+    const last = lines.filter((m) => m.ptr !== undefined).at(-1)!;
+    const { segment, offset } = where(last.ptr as PilePointer);
+    flipByte(segFile(dir, segment), offset + 16 + 5);
+    let r: Pile['lastRecovery'] | undefined;
+    const walks = countingWalks(() => {
+      r = reopen((pile) => {
+        expect(expectAppended(pile, lines.slice(0, lines.indexOf(last)))).to.equal(2999);
+        expect(() => pile.get(last.ptr as PilePointer)).to.throw(/PILE_STALE_POINTER|names no live record/);
+        expectIntact(pile, built);
+      });
+    });
+    expect(r!.full).to.equal(false);
+    expect(r!.tornRecords).to.equal(1);
+    expect(walks, 'recovery walks').to.equal(3);
   });
 
   it('a recovery from a checkpoint killed while rebuilding is itself recovered', () => {

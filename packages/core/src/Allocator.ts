@@ -7,10 +7,8 @@ import {
   KIND_LINK,
   MIN_BLOCK_SIZE,
   SEGMENT_HEADER_SIZE,
-  STATE_DAMAGED,
   STATE_FREE,
   STATE_RESERVED,
-  STATE_SHIFT,
   flagsOf,
   genCheck,
   genOf,
@@ -19,6 +17,7 @@ import {
   stateOf,
   word1,
 } from './BlockFormat';
+import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
 import type { PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
@@ -274,12 +273,14 @@ export class Allocator {
       return;
     }
     if (cut < MIN_BLOCK_SIZE) return;
+    faultPoints.hit?.('trim-split');
     // The rest becomes a RESERVED block of the block's generation before the block shrinks, so a
     // crash between the two leaves a walkable segment and recovery frees it like any unfinished put.
     const gen = genOf(u32[h + 1]!);
     this.writeReserved(u32, r, cut, gen);
     u32[h + 2] = sizeCheck(keep);
     u32[h] = keep;
+    faultPoints.hit?.('trim-shrunk');
     this.free(addr + keep);
     // Not freed space but space never used: it must not bring the next merge walk closer.
     this.freedSinceWalk -= cut;
@@ -437,12 +438,6 @@ export class Allocator {
   private wholeFree(u32: Uint32Array, off: number, size: number, w: number): boolean {
     const h = off >>> 2;
     return this.saneSize(off, size) && u32[h + 2] === sizeCheck(size) && u32[h + 3] === genCheck(genOf(w));
-  }
-
-  /** Marks the block at `off` damaged (see STATE_DAMAGED): one store of its state bits. */
-  quarantine(seg: Segment, off: number): void {
-    const h = (off >>> 2) + 1;
-    seg.u32[h] = ((seg.u32[h]! & ~(3 << STATE_SHIFT)) | (STATE_DAMAGED << STATE_SHIFT)) >>> 0;
   }
 
   /** Marks the committed block at `off` free, by a size already confirmed: check words, size, then word1 (see recovery). */

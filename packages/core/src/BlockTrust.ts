@@ -7,6 +7,7 @@ import {
   STATE_DAMAGED,
   STATE_FREE,
   STATE_RESERVED,
+  STATE_SHIFT,
   STATE_USED,
   genCheck,
   genOf,
@@ -116,4 +117,10 @@ export function trustedGen(alloc: Allocator, seg: Segment, off: number): number 
   if (w3 >>> GEN_BITS !== CHECK_HIGH || !oneBit(c ^ g)) return g;
   if (alloc.saneSize(off, u32[h]!) && blockDamage(seg.buf, u32, off) === undefined) return g;
   return c > g ? c : g;
+}
+
+/** Marks the block at `off` damaged (see STATE_DAMAGED): one store of its state bits. Nothing trusts it from then on. */
+export function quarantine(seg: Segment, off: number): void {
+  const h = (off >>> 2) + 1;
+  seg.u32[h] = ((seg.u32[h]! & ~(3 << STATE_SHIFT)) | (STATE_DAMAGED << STATE_SHIFT)) >>> 0;
 }

@@ -10,6 +10,14 @@ export type FaultPoint =
   | 'region-walked'
   /** Recovery is about to replay a committed journal record. */
   | 'recovery-replay'
+  /** trim() splits a block: the rest is to become a block of its own; nothing of the block is changed yet. */
+  | 'trim-split'
+  /** trim() gave the rest a RESERVED header and shrank the block; the rest is not freed yet. */
+  | 'trim-shrunk'
+  /** A segment's dirty mark is about to be written to pile.meta; the write it announces waits for it. */
+  | 'mark-writing'
+  /** A segment's dirty mark is written to pile.meta; the write it announces is not done yet. */
+  | 'mark-written'
   /** A set's journal record is written (and a grown value's new body committed); the journal is not committed yet. */
   | 'journal-written'
   /** A set's journal record is committed; the record it changes is not touched yet. */
@@ -29,6 +37,8 @@ export type FaultPoint =
  * costs one load and one comparison. None lies on the put, get or delete paths; the two of set's
  * journal are passed once per set whose journal also allocates, writes and frees a block, and the
  * allocator's walk points once per walk and per segment it walks (a put runs one only to merge the
- * free runs of a whole pile, before it grows).
+ * free runs of a whole pile, before it grows). The trim points are passed only by a put that
+ * splits its block, which then also frees the rest; the mark points once per segment and mark
+ * level per checkpoint, with a write to pile.meta.
  */
 export const faultPoints: { hit: ((point: FaultPoint) => void) | undefined } = { hit: undefined };

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { FORMAT_VERSION, META_MAGIC, OLDEST_FORMAT_VERSION } from './BlockFormat';
 import { closeAndUnlinkQuietly, createExclusive, ioError, openExisting } from './FileAccess';
+import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
 
 export const META_FILE_NAME = 'pile.meta';
@@ -192,7 +193,9 @@ export class MetaFile {
 
   /** Writes the dirty mark of one segment (one pwrite of one byte). */
   writeMark(segIdx: number, level: number): void {
+    faultPoints.hit?.('mark-writing');
     this.write(Buffer.of(level), MARKS_AT + segIdx);
+    faultPoints.hit?.('mark-written');
   }
 
   /** Sets the marks of segments 0..count-1 to `level` (one pwrite): 0 clears them after a checkpoint. */

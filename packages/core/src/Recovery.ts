@@ -1,6 +1,6 @@
 import { restore, snapshot } from './AllocatorCheckpoint';
 import { beginRegions, closeFreeRun, rebuild, rebuildRegions } from './AllocatorScan';
-import { confirmedSize, trustedFreeSize } from './BlockTrust';
+import { confirmedSize, quarantine, trustedFreeSize } from './BlockTrust';
 import * as fs from 'node:fs';
 import type { Allocator } from './Allocator';
 import { MARK_CLEAN, MARK_TAIL } from './Allocator';
@@ -218,7 +218,7 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
         }
         const sure = confirmedSize(alloc, seg, off, size, size);
         if (sure < 0) {
-          alloc.quarantine(seg, off);
+          quarantine(seg, off);
           r.corrupt.push(
             corruptAt(
               seg,

@@ -313,6 +313,9 @@ export class Segment {
     this.u32 = new Uint32Array(buf.buffer, buf.byteOffset, buf.length >>> 2);
     this.f64 = new Float64Array(buf.buffer, buf.byteOffset, buf.length >>> 3);
     this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
+    // msgpackr's unpack takes a source's DataView from here (ValueEncoding.decode unpacks from the
+    // segment itself); it would add the property on first use, giving segment Buffers two shapes.
+    (buf as Buffer & { dataView?: DataView }).dataView = this.view;
     this.mapped = true;
   }
 

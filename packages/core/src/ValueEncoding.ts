@@ -54,6 +54,8 @@ export class ValueEncoding {
   private codec: CompiledSchema<unknown> | undefined;
   private schemaId = 0;
   private packrInstance: Packr | undefined;
+  /** The bytes of the record decode() unpacks, as msgpackr's options (one object, reused). */
+  private readonly range = { start: 0, end: 0 };
   /** msgpackr's REUSE_BUFFER_MODE, read with the module (see prepare). */
   private reuseBuffer = 0;
   /** The codecs of the schemas registered in this process, by id. */
@@ -238,7 +240,12 @@ export class ValueEncoding {
         return Buffer.from(seg.buf.subarray(p + RAW_PREFIX, p + len));
       case KIND_MSGPACK:
         try {
-          return this.packr.unpack(seg.buf.subarray(p, p + len));
+          // From the segment itself, bounded by the record: no subarray per get. msgpackr
+          // refuses a record that does not end exactly at `end`, as it did the subarray's end.
+          const range = this.range;
+          range.start = p;
+          range.end = p + len;
+          return this.packr.unpack(seg.buf, range);
         } catch (err) {
           throw corruptError(seg, off, `msgpack decode failed: ${(err as Error).message}`);
         }

@@ -1,0 +1,55 @@
+// One loop of a build for count-instructions.sh: node instruction-loop.cjs ROOT OP N
+// Instruction counts (valgrind callgrind) are the same run after run whatever else the machine is
+// doing, so two builds can be compared to a fraction of a percent where wall-clock runs here can
+// not resolve 5 % (docs/benchmarks.md). The script runs OP N times after a warm-up; the difference
+// between two N is the cost of the extra operations.
+//   genericPut  generic puts of the benchmark Product, into a fresh in-memory pile every 200 k
+//               (as compare-builds.cjs's generic put)
+//   genericGet  generic gets of 100 k stored Products, in order
+//   delPut      delete + generic put of the same Product, on 100 k stored
+const path = require('path');
+const [root, op, nStr] = process.argv.slice(2);
+const N = Number(nStr);
+const core = require(path.join(root, 'packages/core/dist/index.js'));
+const { product } = require(path.join(root, 'benchmarks/dist/Records.js'));
+const W = 100000;
+const ROUND = 200000;
+const ptrs = new Float64Array(Math.max(W, ROUND));
+let sink = 0;
+function genericPut(n) {
+  let pile;
+  for (let i = 0; i < n; i++) {
+    const j = i % ROUND;
+    if (j === 0) {
+      pile?.close();
+      pile = core.openPile({});
+    }
+    ptrs[j] = pile.put(product(j));
+  }
+  pile?.close();
+}
+function stored() {
+  const pile = core.openPile({});
+  for (let i = 0; i < W; i++) ptrs[i] = pile.put(product(i));
+  return pile;
+}
+function genericGet(pile, n) {
+  for (let i = 0; i < n; i++) sink += pile.get(ptrs[i % W]).id;
+}
+function delPut(pile, n) {
+  for (let i = 0; i < n; i++) {
+    const j = i % W;
+    pile.delete(ptrs[j]);
+    ptrs[j] = pile.put(product(j));
+  }
+}
+if (op === 'genericPut') {
+  genericPut(2 * ROUND);
+  genericPut(N);
+} else if (op === 'genericGet' || op === 'delPut') {
+  const pile = stored();
+  const f = op === 'genericGet' ? genericGet : delPut;
+  f(pile, W);
+  f(pile, N);
+} else throw new Error(`unknown op ${op}: genericPut, genericGet or delPut`);
+if (sink === -1) console.log(sink);

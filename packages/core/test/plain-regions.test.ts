@@ -19,7 +19,7 @@ describe('the one walk of a recovery from a checkpoint (PlainRegions)', () => {
     return { pile, from, region: [[0, from]] };
   }
 
-  it("confirms the checksum of records of every length (the Murmur3 it writes out is blockChecksum's), and counts them", () => {
+  it('confirms the checksum of records of every length, and counts them', () => {
     const { pile, region } = appended();
     const { segments, alloc } = inside(pile);
     const found = walkPlainRegions(segments, alloc, SEG, region)!;

@@ -7,6 +7,8 @@
 //               (as compare-builds.cjs's generic put)
 //   genericGet  generic gets of 100 k stored Products, in order
 //   delPut      delete + generic put of the same Product, on 100 k stored
+//   cachePut    replacing puts of random keys of a durable typed cache table of 200 k Products
+//               (as compare-builds.cjs's cache put)
 const path = require('path');
 const [root, op, nStr] = process.argv.slice(2);
 const N = Number(nStr);
@@ -51,5 +53,22 @@ if (op === 'genericPut') {
   const f = op === 'genericGet' ? genericGet : delPut;
   f(pile, W);
   f(pile, N);
-} else throw new Error(`unknown op ${op}: genericPut, genericGet or delPut`);
+} else if (op === 'cachePut') {
+  const cacheMod = require(path.join(root, 'packages/cache/dist/index.js'));
+  const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
+  const K = 200000;
+  const table = cacheMod.openCache().table('products', { schema: ProductSchema, collisionMode: 'durable' });
+  const keys = [];
+  for (let i = 0; i < K; i++) keys.push('product:' + i);
+  for (let i = 0; i < K; i++) table.put(keys[i], product(i));
+  let s = 12345;
+  const replace = (n) => {
+    for (let i = 0; i < n; i++) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      table.put(keys[s % K], product(s % K));
+    }
+  };
+  replace(W);
+  replace(N);
+} else throw new Error(`unknown op ${op}: genericPut, genericGet, delPut or cachePut`);
 if (sink === -1) console.log(sink);

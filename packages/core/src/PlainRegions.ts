@@ -14,14 +14,12 @@ import {
   STATE_MASK,
   STATE_SHIFT,
   STATE_USED,
+  checkedWord1,
 } from './BlockFormat';
 import { blockChecksum, headerChecksum } from './Checksum';
 import type { Allocator } from './Allocator';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
 import type { Segment } from './Segment';
-
-/** word1 without its state bits, as the checksum covers it (BlockFormat's checkedWord1). */
-const NOT_STATE = ~(STATE_MASK << STATE_SHIFT);
 
 /** What {@link walkPlainRegions} found in regions that hold only data records and free space. */
 export interface PlainRegions {
@@ -94,7 +92,7 @@ export function walkPlainRegions(
         // journals need the general passes, so do bodies.
         if (kind === 0 || kind > KIND_BUFFER || (kind >= KIND_LINK && kind <= KIND_JOURNAL) || (flags & FLAG_BODY) !== 0) return undefined;
         if (length > size - BLOCK_HEADER_SIZE) return undefined;
-        const checked = (w & NOT_STATE) >>> 0;
+        const checked = checkedWord1(w);
         const sum =
           kind === KIND_RAW && (flags & FLAG_SEALED) === 0
             ? headerChecksum(size, checked, length)

@@ -5,10 +5,6 @@ import { PileError } from './PileError';
  * rather than give back something else (docs/guide.md, "What round-trips").
  */
 
-interface MaybeWellFormed {
-  isWellFormed?: () => boolean;
-}
-
 /** String.prototype.isWellFormed: every Node the packages support (>= 20.19) has it; ES2022's lib does not. */
 interface WellFormed {
   isWellFormed: () => boolean;
@@ -20,8 +16,7 @@ interface WellFormed {
  */
 export function loneSurrogateAt(s: string): number {
   // V8 answers a one-byte string at once and scans two-byte strings natively.
-  const wf = (s as unknown as MaybeWellFormed).isWellFormed;
-  if (wf !== undefined && wf.call(s)) return -1;
+  if ((s as unknown as WellFormed).isWellFormed()) return -1;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c < 0xd800 || c > 0xdfff) continue;
@@ -88,8 +83,8 @@ const LEAF_PROTOS: ReadonlySet<unknown> = new Set([Date.prototype, RegExp.protot
 export function genericValueFault(value: unknown, maps: boolean): string | undefined {
   // Almost every value passes: a boolean walk with no strings to build clears it, and only a value
   // it can not clear (one at fault, or a Map, Set, Date, typed array...) takes the full walk that
-  // says why. The pre-walk cost half a generic put's instructions before this split; measured with
-  // callgrind as in docs/benchmarks.md ("The generic put's value check").
+  // says why. The full walk alone had cost 800 to 1,650 instructions of a generic put (callgrind:
+  // benchmarks/compare/count-instructions.sh, docs/benchmarks.md "instructions per operation").
   if (plainStorable(value)) return undefined;
   const f = walk(value, maps);
   return f === undefined ? undefined : `value${f}`;
@@ -149,7 +144,7 @@ function plainObjectStorable(o: object): boolean {
 function walk(v: unknown, maps: boolean): string | undefined {
   switch (typeof v) {
     case 'string': {
-      const bad = (v as unknown as MaybeWellFormed).isWellFormed?.call(v) === true ? undefined : illFormedString(v);
+      const bad = illFormedString(v);
       return bad === undefined ? undefined : `: ${bad}`;
     }
     case 'number':

@@ -70,6 +70,11 @@ export class Catalog implements StructureStore {
     return this.addr;
   }
 
+  /** The sequence number of the catalog slot in use (published in pile.coord). */
+  get seq(): number {
+    return this.slot.seq;
+  }
+
   /**
    * Applies `change` and persists the catalog; when persisting throws (out of space, too large,
    * an I/O error), the catalog in memory is put back as it was, so a failed call leaves nothing

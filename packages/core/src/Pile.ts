@@ -5,6 +5,7 @@ import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
 import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_TYPED, RAW_PREFIX, TYPED_PREFIX, kindOf } from './BlockFormat';
 import { blockDamage } from './Checksum';
 import { compactSegments } from './Compact';
+import type { CoordFile } from './CoordFile';
 import type { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { encodeGuard } from './EncodeGuard';
 import { walkEntries, type PileEntry } from './Entries';
@@ -81,6 +82,8 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
   protected override readonly checkpointBytes: number;
   private checkpointTimer: ReturnType<typeof setInterval> | undefined;
   private lock: DirectoryLock | ReaderMark | undefined;
+  /** pile.coord (docs/concurrency.md): the state published for the other processes of this pile. */
+  private coord: CoordFile | undefined;
 
   /** Use {@link openPile}. */
   constructor(options: PileOptions = {}) {
@@ -100,6 +103,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
       meta: files?.meta,
     });
     this.lock = files?.lock;
+    this.coord = files?.coord;
     this.checkpointBytes = dir !== undefined && !readonly ? checkpointBytes : Infinity;
     if (this.maxMemory < segmentSize) {
       this.releaseFiles();
@@ -148,6 +152,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     meta.writeMarks(this.segments.length, MARK_CLEAN);
     faultPoints.hit?.('checkpoint-cleared');
     checkpointed(this.alloc);
+    this.coord?.publish(this.alloc, this.segments.length, this.catalog.seq);
   }
 
   // ---------------------------------------------------------------- records, schemas and roots
@@ -450,6 +455,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
         this.meta.writeCleanState(snapshot(this.alloc));
         this.meta.writeHeader(metaHeader(this, this.segments.length, true));
         this.meta.sync();
+        this.coord?.publish(this.alloc, this.segments.length, this.catalog.seq);
       }
     } finally {
       this.releaseFiles();
@@ -467,6 +473,8 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     this.checkpointTimer = undefined;
     this.meta?.close();
     this.meta = undefined;
+    this.coord?.close();
+    this.coord = undefined;
     this.lock?.release();
     this.lock = undefined;
     // Gives every segment's memory back now; views still held anywhere read zeros from then on.

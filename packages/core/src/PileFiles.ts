@@ -3,6 +3,7 @@ import { countOnly } from './AllocatorScan';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { MARK_WHOLE } from './Allocator';
+import { CoordFile } from './CoordFile';
 import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { faultPoints } from './FaultPoints';
 import { ioError } from './FileAccess';
@@ -23,6 +24,8 @@ const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EI
 export interface OpenedFiles {
   meta: MetaFile;
   lock: DirectoryLock | ReaderMark | undefined;
+  /** pile.coord, mapped (undefined for a read-only open that found none it can map). */
+  coord: CoordFile | undefined;
   /** False when the pile was created by this open. */
   existing: boolean;
   segmentSize: number;
@@ -34,8 +37,8 @@ export interface OpenedFiles {
 
 /**
  * Opens the directory of a mapped pile: takes the writer lock (or a reader mark), then opens
- * pile.meta, or creates it for a new pile, and checks its header against the options. On a throw
- * nothing stays held.
+ * pile.meta, or creates it for a new pile, checks its header against the options, and maps
+ * pile.coord (CoordFile). On a throw nothing stays held.
  * @throws PILE_INVALID_OPTION, PILE_IO, PILE_LOCKED, PILE_CORRUPT, PILE_FORMAT_VERSION
  */
 export function openFiles(
@@ -56,6 +59,7 @@ export function openFiles(
   }
   let lock: DirectoryLock | ReaderMark | undefined = readonly ? undefined : DirectoryLock.acquire(dir);
   let meta: MetaFile | undefined;
+  let coord: CoordFile | undefined;
   try {
     meta = MetaFile.open(dir, readonly);
     if (meta === undefined) {
@@ -68,7 +72,8 @@ export function openFiles(
         throw invalid('maxMemory', `${options.maxMemory} is less than one segment (segmentSize ${segmentSize})`);
       }
       meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false, genFloor: 0 });
-      return { meta, lock, existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
+      coord = CoordFile.openWriter(dir, segmentSize, pileId);
+      return { meta, lock, coord, existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
     }
     // Until readers beside a writer are supported, a read-only open and a writer exclude each other.
     if (readonly) lock = ReaderMark.acquire(dir);
@@ -81,8 +86,19 @@ export function openFiles(
     }
     if (h.segmentCount > MAX_SEGMENTS)
       throw new PileError('PILE_CORRUPT', `meta file ${meta.file}: bad segment count ${h.segmentCount} at offset 16`);
-    return { meta, lock, existing: true, segmentSize: h.segmentSize, pileId: h.pileId, clean: h.clean, segmentCount: h.segmentCount };
+    coord = readonly ? CoordFile.openReader(dir, h.segmentSize, h.pileId) : CoordFile.openWriter(dir, h.segmentSize, h.pileId);
+    return {
+      meta,
+      lock,
+      coord,
+      existing: true,
+      segmentSize: h.segmentSize,
+      pileId: h.pileId,
+      clean: h.clean,
+      segmentCount: h.segmentCount,
+    };
   } catch (err) {
+    coord?.close();
     meta?.close();
     lock?.release();
     throw err;

@@ -1,0 +1,288 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { native, type SharedMapping, type SharedMutex } from '@pile/native';
+import { NUM_CLASSES, type Allocator } from './Allocator';
+import { STAT_FIELDS } from './AllocatorCheckpoint';
+import { ioError } from './FileAccess';
+import { PileError } from './PileError';
+import { MAX_SEGMENTS } from './PointerFormat';
+
+// The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
+// what every process that opens a pile shares while it is open. It holds no data of its own: every
+// field is derived from pile.meta and the segment files, so a file that no live process maps is
+// laid out afresh by the next opener.
+
+export const COORD_FILE_NAME = 'pile.coord';
+/** "PCRD" little-endian. */
+export const COORD_MAGIC = 0x44524350;
+export const COORD_VERSION = 1;
+/** A multiple of 65536, as SharedMapping requires. */
+export const COORD_SIZE = 131072;
+
+/** Byte offsets (docs/format.md). */
+export const COORD = {
+  MAGIC: 0,
+  VERSION: 4,
+  /** 1 once laid out by an opener that held the init lock; 0 while (or if killed while) laying out. */
+  READY: 8,
+  SEGMENT_SIZE: 12,
+  PILE_ID: 16,
+  FILE_SIZE: 20,
+  MUTEX: 64,
+  WRITE_SEQ: 128,
+  CATALOG_SEQ: 132,
+  SEGMENT_COUNT: 136,
+  /** 1 when the allocator state below is the one of now; 0 while a holder that died has not been repaired. */
+  STATE_VALID: 140,
+  COUNTERS: 192,
+  /** f64 slots of COUNTERS: STAT_FIELDS, then genFloor. */
+  COUNTER_SLOTS: 32,
+  HEADS: 512,
+  MARKS: 4096,
+  INCARNATIONS: 20480,
+  READERS: 86016,
+  READER_SLOTS: 1024,
+  READER_SLOT_SIZE: 32,
+} as const;
+
+/** Bytes of the file locked with OFD locks (never written): they say who has the pile open. */
+const LOCK_INIT = 0;
+const LOCK_WRITERS = 1;
+const LOCK_READERS = 2;
+/** How long an opener waits for another to finish laying the file out (it may be recovering a large pile). */
+const INIT_WAIT_MS = 600_000;
+
+/** A layout that fits: checked once, when this module loads. */
+if (COORD.HEADS + NUM_CLASSES * 8 > COORD.MARKS || COORD.MARKS + MAX_SEGMENTS > COORD.INCARNATIONS) {
+  throw new Error('coordination file layout overlaps');
+}
+if (COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS || COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD_SIZE) {
+  throw new Error('coordination file layout overlaps');
+}
+if (STAT_FIELDS.length + 1 > COORD.COUNTER_SLOTS) throw new Error('coordination file counters overflow');
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * pile.coord mapped as a SharedArrayBuffer, with the writer mutex in it. Opened by every opener of
+ * a mapped pile: read-write opens create it and lay it out under an exclusive OFD lock of its byte
+ * 0 when no live process has it open; read-only opens map it when it exists and never write it.
+ */
+export class CoordFile {
+  readonly u32: Uint32Array;
+  readonly f64: Float64Array;
+  readonly marks: Uint8Array;
+  readonly incarnations: Uint32Array;
+  /** True when this open laid the file out (no other process had the pile open). */
+  readonly first: boolean;
+
+  private constructor(
+    readonly file: string,
+    private fd: number,
+    private mapping: SharedMapping | undefined,
+    readonly mutex: SharedMutex | undefined,
+    first: boolean,
+  ) {
+    const buf = mapping!.buffer;
+    this.u32 = new Uint32Array(buf);
+    this.f64 = new Float64Array(buf);
+    this.marks = new Uint8Array(buf, COORD.MARKS, MAX_SEGMENTS);
+    this.incarnations = new Uint32Array(buf, COORD.INCARNATIONS, MAX_SEGMENTS);
+    this.first = first;
+  }
+
+  /**
+   * A read-write open: creates pile.coord if missing, then, under the exclusive init lock, lays it
+   * out unless a live read-write opener has it (checked by its byte lock), and takes this
+   * process's byte lock for as long as the pile is open.
+   * @throws PILE_IO when the file can not be created, sized, locked or mapped (the message names it)
+   * @throws PILE_FORMAT_VERSION when a live process of another build uses another layout
+   * @throws PILE_CORRUPT when pile.coord is not a regular file, or a live process's layout names another pile
+   */
+  static openWriter(dir: string, segmentSize: number, pileId: number): CoordFile {
+    const file = path.join(dir, COORD_FILE_NAME);
+    let fd: number;
+    try {
+      fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_NOFOLLOW, 0o644);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ELOOP') {
+        throw new PileError('PILE_CORRUPT', `${file} is a symbolic link, not a coordination file`);
+      }
+      throw ioError(err, `can not open coordination file ${file}`);
+    }
+    let mapping: SharedMapping | undefined;
+    let mutex: SharedMutex | undefined;
+    try {
+      checkRegular(fd, file);
+      lockInit(fd, file);
+      try {
+        if (fs.fstatSync(fd).size < COORD_SIZE) {
+          const r = native.reserve(fd, COORD_SIZE);
+          if (r !== 0) fs.ftruncateSync(fd, COORD_SIZE);
+        }
+        mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
+        const u32 = new Uint32Array(mapping.buffer);
+        const live = native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
+        const first = !live || u32[COORD.READY >>> 2] !== 1;
+        if (!first) checkHeader(u32, file, segmentSize, pileId);
+        mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
+        if (first) layOut(u32, mutex, segmentSize, pileId);
+        if (!native.ofdLock(fd, LOCK_WRITERS, 1, 'read', file)) {
+          throw new PileError('PILE_IO', `can not take the writer byte lock of ${file} at offset ${LOCK_WRITERS}`);
+        }
+        return new CoordFile(file, fd, mapping, mutex, first);
+      } finally {
+        native.ofdLock(fd, LOCK_INIT, 1, 'unlock', file);
+      }
+    } catch (err) {
+      mutex?.close();
+      mapping?.unmap();
+      fs.closeSync(fd);
+      if (err instanceof PileError) throw err;
+      throw ioError(err, `can not set up coordination file ${file}`);
+    }
+  }
+
+  /**
+   * A read-only open: maps pile.coord when it exists, is laid out for this pile and can be opened
+   * for mapping; never creates, lays out or writes it. Undefined otherwise (a pile last written by
+   * an older build, or a directory this process may not write).
+   */
+  static openReader(dir: string, segmentSize: number, pileId: number): CoordFile | undefined {
+    const file = path.join(dir, COORD_FILE_NAME);
+    let fd: number;
+    try {
+      // O_RDWR only because a shared mapping of a SharedArrayBuffer is writable; nothing is written.
+      fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW);
+    } catch {
+      return undefined;
+    }
+    try {
+      if (!fs.fstatSync(fd).isFile() || fs.fstatSync(fd).size < COORD_SIZE) {
+        fs.closeSync(fd);
+        return undefined;
+      }
+      const mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
+      const u32 = new Uint32Array(mapping.buffer);
+      if (
+        u32[COORD.MAGIC >>> 2] !== COORD_MAGIC ||
+        u32[COORD.VERSION >>> 2] !== COORD_VERSION ||
+        u32[COORD.SEGMENT_SIZE >>> 2] !== segmentSize ||
+        u32[COORD.PILE_ID >>> 2] !== pileId
+      ) {
+        mapping.unmap();
+        fs.closeSync(fd);
+        return undefined;
+      }
+      native.ofdLock(fd, LOCK_READERS, 1, 'read', file);
+      return new CoordFile(file, fd, mapping, undefined, false);
+    } catch {
+      fs.closeSync(fd);
+      return undefined;
+    }
+  }
+
+  /** The write sequence: changes whenever a writer published a change. */
+  get writeSeq(): number {
+    return Atomics.load(this.u32, COORD.WRITE_SEQ >>> 2);
+  }
+
+  get segmentCount(): number {
+    return Atomics.load(this.u32, COORD.SEGMENT_COUNT >>> 2);
+  }
+
+  get catalogSeq(): number {
+    return Atomics.load(this.u32, COORD.CATALOG_SEQ >>> 2);
+  }
+
+  /**
+   * Publishes a writer's state: the allocator's counters, list heads and dirty marks, the segment
+   * count (a segment counted anew gets its next incarnation) and the catalog sequence, then bumps
+   * the write sequence. Called by the holder of the pile's write turn.
+   */
+  publish(alloc: Allocator, segmentCount: number, catalogSeq: number): void {
+    const f64 = this.f64;
+    const c = COORD.COUNTERS >>> 3;
+    for (let i = 0; i < STAT_FIELDS.length; i++) f64[c + i] = alloc[STAT_FIELDS[i]!];
+    f64[c + STAT_FIELDS.length] = alloc.genFloor;
+    f64.set(alloc.heads, COORD.HEADS >>> 3);
+    const before = this.segmentCount;
+    for (let i = before; i < segmentCount; i++) this.incarnations[i] = (this.incarnations[i]! + 1) >>> 0;
+    this.marks.set(alloc.marks.subarray(0, Math.max(segmentCount, before)));
+    const u32 = this.u32;
+    Atomics.store(u32, COORD.SEGMENT_COUNT >>> 2, segmentCount);
+    Atomics.store(u32, COORD.CATALOG_SEQ >>> 2, catalogSeq >>> 0);
+    Atomics.store(u32, COORD.STATE_VALID >>> 2, 1);
+    Atomics.add(u32, COORD.WRITE_SEQ >>> 2, 1);
+  }
+
+  /** Whether another live read-write open of the pile (another process) has the file open. */
+  otherWriters(): boolean {
+    return native.ofdHolder(this.fd, LOCK_WRITERS, 1, 'write', this.file) !== null;
+  }
+
+  /** Drops this process's byte lock and unmaps. Idempotent. */
+  close(): void {
+    if (this.fd < 0) return;
+    try {
+      this.mutex?.close();
+    } catch {
+      /* held by this thread: its page stays mapped (SharedMutex), the lock goes with the process */
+    }
+    this.mapping?.unmap();
+    this.mapping = undefined;
+    fs.closeSync(this.fd);
+    this.fd = -1;
+  }
+}
+
+function checkRegular(fd: number, file: string): void {
+  const st = fs.fstatSync(fd);
+  if (!st.isFile()) throw new PileError('PILE_CORRUPT', `${file} is not a regular file`);
+}
+
+/** Waits (sleeping, not spinning) for the exclusive init lock: another opener is laying the file out. */
+function lockInit(fd: number, file: string): void {
+  const deadline = Date.now() + INIT_WAIT_MS;
+  let pause = 1;
+  while (!native.ofdLock(fd, LOCK_INIT, 1, 'write', file)) {
+    if (Date.now() > deadline) {
+      throw new PileError('PILE_LOCKED', `another process held the init lock of ${file} (offset ${LOCK_INIT}) for ${INIT_WAIT_MS} ms`);
+    }
+    Atomics.wait(sleeper, 0, 0, pause);
+    pause = Math.min(pause * 2, 50);
+  }
+}
+
+/** A live writer's layout must be this build's and this pile's. */
+function checkHeader(u32: Uint32Array, file: string, segmentSize: number, pileId: number): void {
+  if (u32[COORD.MAGIC >>> 2] !== COORD_MAGIC) {
+    throw new PileError('PILE_CORRUPT', `${file}: bad magic at offset ${COORD.MAGIC} while another process has it open`);
+  }
+  const version = u32[COORD.VERSION >>> 2]!;
+  if (version !== COORD_VERSION) {
+    throw new PileError(
+      'PILE_FORMAT_VERSION',
+      `${file} has layout version ${version} (offset ${COORD.VERSION}) in a live process; this build uses ${COORD_VERSION}: close the other build's processes first`,
+    );
+  }
+  if (u32[COORD.SEGMENT_SIZE >>> 2] !== segmentSize || u32[COORD.PILE_ID >>> 2] !== pileId) {
+    throw new PileError(
+      'PILE_CORRUPT',
+      `${file}: segment size or pile id (offsets ${COORD.SEGMENT_SIZE}, ${COORD.PILE_ID}) are not those of pile.meta`,
+    );
+  }
+}
+
+/** Lays the file out afresh; only under the init lock with no live opener. READY is set last. */
+function layOut(u32: Uint32Array, mutex: SharedMutex, segmentSize: number, pileId: number): void {
+  Atomics.store(u32, COORD.READY >>> 2, 0);
+  new Uint8Array(u32.buffer).fill(0, 0, COORD_SIZE);
+  u32[COORD.MAGIC >>> 2] = COORD_MAGIC;
+  u32[COORD.VERSION >>> 2] = COORD_VERSION;
+  u32[COORD.SEGMENT_SIZE >>> 2] = segmentSize;
+  u32[COORD.PILE_ID >>> 2] = pileId;
+  u32[COORD.FILE_SIZE >>> 2] = COORD_SIZE;
+  mutex.init();
+  Atomics.store(u32, COORD.READY >>> 2, 1);
+}

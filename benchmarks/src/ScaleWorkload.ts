@@ -197,32 +197,46 @@ async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
         out.push({ ...w, peer: `pile-${n}`, label });
         continue;
       }
-      const clean = ctx.child('open-clean', p);
-      // The killed writer reports nothing: it must end by its own SIGKILL.
-      const k = spawnSync(process.execPath, [path.join(__dirname, 'child.js'), 'scale', 'kill', JSON.stringify(p)], {
-        stdio: ['ignore', 'ignore', 'inherit'],
-        timeout: 600_000,
-      });
-      if (k.signal !== 'SIGKILL')
-        throw new Error(`scale: the writer to be killed ended with status ${String(k.status)} signal ${String(k.signal)}`);
-      const killed = ctx.child('open-killed', p);
+      // Rounds of a clean open, then a writer that opens, puts KILL_AFTER_WRITES records and dies by
+      // SIGKILL, then the open that recovers (and closes cleanly, for the next round's clean open).
+      const clean: PeerResult[] = [];
+      const killed: PeerResult[] = [];
+      const loads = [os.loadavg()[0]!];
+      for (let round = 0; round < num(params, 'opens'); round++) {
+        clean.push(ctx.child('open-clean', p));
+        // The killed writer reports nothing: it must end by its own SIGKILL.
+        const k = spawnSync(process.execPath, [path.join(__dirname, 'child.js'), 'scale', 'kill', JSON.stringify(p)], {
+          stdio: ['ignore', 'ignore', 'inherit'],
+          timeout: 600_000,
+        });
+        if (k.signal !== 'SIGKILL')
+          throw new Error(`scale: the writer to be killed ended with status ${String(k.status)} signal ${String(k.signal)}`);
+        killed.push(ctx.child('open-killed', p));
+      }
+      loads.push(os.loadavg()[0]!);
       const gets = ctx.child('gets', p);
-      const err = [clean, killed, gets].find((r) => r.error !== undefined)?.error;
+      const err = [...clean, ...killed, gets].find((r) => r.error !== undefined)?.error;
+      const opens = (rs: PeerResult[]): number[] => rs.map((r) => r.figures['openMs']!);
+      const last = killed[killed.length - 1]!.figures;
       const figures: Figures = {
         n,
         ...w.figures,
-        cleanOpenMs: clean.figures['openMs']!,
-        killedOpenMs: killed.figures['openMs']!,
-        killedRecoveryFull: killed.figures['recoveryFull']!,
-        killedBlocksScanned: killed.figures['blocksScanned']!,
-        killedBytesScanned: killed.figures['bytesScanned']!,
+        cleanOpenMs: median(opens(clean)),
+        cleanOpenFastestMs: Math.min(...opens(clean)),
+        killedOpenMs: median(opens(killed)),
+        killedOpenFastestMs: Math.min(...opens(killed)),
+        killedRecoveryFull: Math.max(...killed.map((r) => r.figures['recoveryFull']!)),
+        killedBlocksScanned: last['blocksScanned']!,
+        killedBytesScanned: last['bytesScanned']!,
         getColdPerSec: gets.figures['getColdPerSec']!,
         getWarmPerSec: gets.figures['getWarmPerSec']!,
         verifyMs: gets.figures['verifyMs']!,
-        loadAverage: os.loadavg()[0]!,
+        loadAverage: Math.max(...loads),
       };
+      figures['killedOpenRatio'] = figures['killedOpenMs']! / figures['cleanOpenMs']!;
+      figures['killedOpenFastestRatio'] = figures['killedOpenFastestMs']! / figures['cleanOpenFastestMs']!;
       ctx.log(
-        `${label}: put ${fmtRate(figures['putPerSec'])}, clean open ${fmtMs(figures['cleanOpenMs'])}, open after kill -9 ${fmtMs(figures['killedOpenMs'])} (${figures['killedRecoveryFull'] ? 'full scan' : `${figures['killedBlocksScanned']} blocks scanned`}), load ${figures['loadAverage']!.toFixed(1)}`,
+        `${label}: put ${fmtRate(figures['putPerSec'])}, clean open ${fmtMs(figures['cleanOpenFastestMs'])} / ${fmtMs(figures['cleanOpenMs'])}, open after kill -9 ${fmtMs(figures['killedOpenFastestMs'])} / ${fmtMs(figures['killedOpenMs'])} (fastest / median of ${clean.length}; ${figures['killedRecoveryFull'] ? 'full scan' : `${figures['killedBlocksScanned']} blocks scanned`}), load ${loads.map((l) => l.toFixed(1)).join(' to ')}`,
       );
       out.push({ peer: `pile-${n}`, label, figures, ...(err !== undefined ? { error: err } : {}) });
     } finally {
@@ -254,8 +268,9 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         fmtRate(tenths[9]),
         fmtMs(f['gcMs']),
         fmtBytes(f['rssBytes']),
-        fmtMs(f['cleanOpenMs'] ?? f['openMs']),
-        fmtMs(f['killedOpenMs']),
+        f['cleanOpenFastestMs'] === undefined ? fmtMs(f['openMs']) : `${fmtMs(f['cleanOpenFastestMs'])} / ${fmtMs(f['cleanOpenMs'])}`,
+        f['killedOpenMs'] === undefined ? '–' : `${fmtMs(f['killedOpenFastestMs'])} / ${fmtMs(f['killedOpenMs'])}`,
+        f['killedOpenRatio'] === undefined ? '–' : `${f['killedOpenFastestRatio']!.toFixed(1)} / ${f['killedOpenRatio'].toFixed(1)}`,
         f['killedOpenMs'] === undefined ? '–' : f['killedRecoveryFull'] ? 'whole pile' : `${fmtCount(f['killedBlocksScanned']!)} blocks`,
         fmtRate(f['getColdPerSec']),
         fmtRate(f['getWarmPerSec']),
@@ -277,13 +292,14 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
           'put rate, last tenth',
           'full GC',
           'RSS after writing',
-          'clean open',
-          `open after kill -9 (≤ ${fmtCount(KILL_AFTER_WRITES)} writes)`,
+          `clean open (fastest / median of ${num(params, 'opens')})`,
+          `open after kill -9 (≤ ${fmtCount(KILL_AFTER_WRITES)} writes; fastest / median)`,
+          'after kill / clean (fastest / median)',
           'recovery scanned',
           'random get, new process',
           `random get after ${num(params, 'warmMs') / 1000} s warm-up`,
           'verify',
-          'load avg',
+          'load avg (highest seen)',
         ],
         rows,
       },
@@ -301,7 +317,7 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         : [
             {
               kind: 'bars',
-              title: 'Open of the pile: clean, and after a kill -9 that followed 10 k writes (ms)',
+              title: 'Open of the pile, median: clean, and after a kill -9 that followed 10 k writes',
               unit: 'ms',
               bars: pileRows.flatMap((p) => [
                 { label: `${p.label} clean`, value: p.figures['cleanOpenMs']! },
@@ -311,7 +327,7 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
           ],
     notes: [
       `Each row is a new pile of N records \`record-<i>\` padded to 32 characters, put by one writer into a mapped pile of 256 MiB segments (lmdb: transactions of ${LMDB_BATCH} puts, no sync). Every figure but the writer's is a fresh process.`,
-      '"open after kill -9": a process opens the cleanly closed pile, puts 10 000 records and kills itself with SIGKILL; the figure is the next open, which recovers. "recovery scanned" is what that recovery walked (`lastRecovery`): since checkpoints (docs/durability.md) it is the blocks written after the last checkpoint, not the pile.',
+      `"open after kill -9": a process opens the cleanly closed pile, puts 10 000 records and kills itself with SIGKILL; the figure is the next open, which recovers (and then closes cleanly). ${num(params, 'opens')} rounds of a clean open, such a kill and the open after it, each open a fresh process; the fastest and the median of each, and their ratios. "recovery scanned" is what that recovery walked (\`lastRecovery\`): since checkpoints (docs/durability.md) it is the blocks written after the last checkpoint, not the pile.`,
       `"random get": ${fmtCount(GET_BATCH)} gets of random records in a new process right after its open (pointers from a file written by the writer, read before the clock starts), then random gets for ${num(params, 'warmMs') / 1000} s, then ${fmtCount(GET_BATCH)} gets of other random records. The files were just written, so they are in the page cache: the cold figure counts page-table faults, not disk reads.`,
       'The machine is shared and loaded (the load average is given per row): figures vary from run to run by tens of percent.',
       `Parameters: ${JSON.stringify(params)}.`,
@@ -328,6 +344,7 @@ export const scaleWorkload: Workload = {
     sizes: o.n !== undefined ? String(o.n) : o.smoke ? '20000' : '10000000,50000000,100000000',
     segmentSize: o.smoke ? 16 * MiB : 256 * MiB,
     warmMs: o.smoke ? 200 : 10_000,
+    opens: o.smoke ? 2 : 7,
   }),
   run,
   measure,

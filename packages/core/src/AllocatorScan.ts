@@ -3,7 +3,7 @@ import { MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_U
 import { markAll } from './AllocatorCheckpoint';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
 import { faultPoints } from './FaultPoints';
-import type { Segment } from './Segment';
+import type { Segment, SegmentWindow } from './Segment';
 
 // The allocator's walks over the blocks of its segments: rebuilding the free lists and counters
 // (after recovery, for compact(), and as alloc()'s merge walk, which the allocator reaches through
@@ -79,7 +79,8 @@ function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
 /**
  * The free run from `start` to `end` of `seg` that a walk found becomes one free block: listed, or
  * the tail when it reaches the last segment's end. `inner[from..to)` are the offsets of the blocks
- * merged into it after its first, whose headers no longer start blocks.
+ * merged into it after its first, whose headers no longer start blocks. `win`: the window of
+ * `seg` that the walk read the run through (see Segment.window), which then holds its headers.
  */
 export function closeFreeRun(
   alloc: Allocator,
@@ -90,19 +91,22 @@ export function closeFreeRun(
   inner: readonly number[],
   from: number,
   to: number,
+  win?: SegmentWindow,
 ): void {
   const segSize = alloc.segmentSize;
-  const u32 = seg.u32;
+  // Through the window the walk read the run by (Segment.window), else the segment's own views.
+  const u32 = win?.u32 ?? seg.use().u32;
+  const base = win?.base ?? 0;
   const size = end - start;
-  alloc.writeFree(u32, start >>> 2, size, gen);
+  alloc.writeFree(u32, (start - base) >>> 2, size, gen);
   // The headers of the blocks merged into the run no longer start blocks (see Allocator.free).
-  for (let i = from; i < to; i++) u32[(inner[i]! >>> 2) + 2] = 0;
+  for (let i = from; i < to; i++) u32[((inner[i]! - base) >>> 2) + 2] = 0;
   alloc.freeBytes += size;
   if (seg.index === alloc.segments.length - 1 && end === segSize) {
     alloc.tailAddr = seg.index * segSize + start;
     alloc.tailEnd = (seg.index + 1) * segSize;
     alloc.tailGen = gen;
-  } else alloc.push(seg.index * segSize + start, size, seg, start);
+  } else alloc.push(seg.index * segSize + start, size, seg.use(), start);
 }
 
 /** Counters only, by a walk that writes nothing (read-only piles). */

@@ -3,6 +3,7 @@ import {
   FLAG_BODY,
   FLAG_SEALED,
   FLAG_SHIFT,
+  GEN_MASK,
   KIND_BUFFER,
   KIND_LINK,
   KIND_JOURNAL,
@@ -15,11 +16,17 @@ import {
   STATE_SHIFT,
   STATE_USED,
   checkedWord1,
+  genCheck,
+  sizeCheck,
 } from './BlockFormat';
+import { native } from '@pile/native';
 import { blockChecksum, headerChecksum } from './Checksum';
 import type { Allocator } from './Allocator';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
-import type { Segment } from './Segment';
+import type { Segment, SegmentWindow } from './Segment';
+
+/** walkPlainRegions' answer when a region's window (Segment.window) did not hold all it had to read. */
+export const OUTSIDE_WINDOW = 'outside-window';
 
 /** What {@link walkPlainRegions} found in regions that hold only data records and free space. */
 export interface PlainRegions {
@@ -51,35 +58,66 @@ export interface PlainRegions {
  * that can not be trusted, a damaged block) returns undefined, with nothing written: the caller
  * then recovers by the general passes, which handle those, from the same state.
  *
- * Per block it does plain integer loads and compares and the checksum of the payload
- * (Checksum.blockChecksum, the one definition of it: a copy written out here saved about 5 % of the
- * walk's instructions, which did not pay for two copies of the checksum to keep in step).
+ * `windows[r]`, when given, is the part of region r's segment that the walk reads through instead
+ * of mapping the whole segment: a block header or record past its end, or a free block whose own
+ * check words do not hold (confirming its size may read anywhere in the segment), returns
+ * OUTSIDE_WINDOW, with nothing written; the caller then walks again with the segments mapped.
+ *
+ * Runs of committed data records are stepped over by @pile/native's plainRecords, the same checks
+ * in C++: run once at an open, this loop in JavaScript spent its time in the interpreter and in
+ * compiling itself (about 60 M instructions for 10,000 records, docs/benchmarks.md). Every other
+ * block, and a record that native step does not accept, is read by the code here, whose checks
+ * (and Checksum.blockChecksum) remain the definition: the native step only ever accepts a record
+ * that they accept too (test/plain-regions.test.ts compares the two).
  */
 export function walkPlainRegions(
   segments: readonly Segment[],
   alloc: Allocator,
   segmentSize: number,
   scan: ReadonlyArray<readonly [number, number]>,
-): PlainRegions | undefined {
+  windows?: ReadonlyArray<SegmentWindow | undefined>,
+): PlainRegions | typeof OUTSIDE_WINDOW | undefined {
   const runs: number[] = [];
   const inner: number[] = [];
   const regionEnds: number[] = [];
+  const stepped = new Float64Array(4);
   let blocks = 0;
   let allocated = 0;
   let utilized = 0;
   let objects = 0;
   for (let r = 0; r < scan.length; r++) {
     const segIdx = scan[r]![0];
-    const seg = segments[segIdx]!.use();
-    const u32 = seg.u32;
-    const buf = seg.buf;
+    const win = windows?.[r];
+    const seg = win === undefined ? segments[segIdx]!.use() : segments[segIdx]!;
+    const u32 = win?.u32 ?? seg.u32;
+    const buf = win?.buf ?? seg.buf;
+    // Segment offsets index the window's words from `base` on; a whole segment's from 0.
+    const base = win?.base ?? 0;
+    const end = win?.end ?? segmentSize;
     let off = scan[r]![1];
     let runStart = -1;
     let runGen = 0;
     let runInner = 0;
     while (off < segmentSize) {
+      // A run of committed data records is stepped over in C++, which accepts what the code below
+      // accepts (below NATIVE_CHECKSUM_FROM) and stops at anything else, for the code below to see.
+      native.plainRecords(u32, base, off, end, segmentSize, stepped);
+      const n = stepped[1]!;
+      if (n > 0) {
+        if (runStart >= 0) {
+          runs.push(segIdx, runStart, off, runGen, runInner, inner.length);
+          runStart = -1;
+        }
+        blocks += n;
+        objects += n;
+        allocated += stepped[2]!;
+        utilized += stepped[3]!;
+        off = stepped[0]!;
+        if (off >= segmentSize) break;
+      }
       blocks++;
-      const h = off >>> 2;
+      if (off + BLOCK_HEADER_SIZE > end) return OUTSIDE_WINDOW;
+      const h = (off - base) >>> 2;
       let size = u32[h]!;
       const w = u32[h + 1]!;
       if (size < MIN_BLOCK_SIZE || (size & 7) !== 0 || size > segmentSize - off) return undefined;
@@ -92,11 +130,12 @@ export function walkPlainRegions(
         // journals need the general passes, so do bodies.
         if (kind === 0 || kind > KIND_BUFFER || (kind >= KIND_LINK && kind <= KIND_JOURNAL) || (flags & FLAG_BODY) !== 0) return undefined;
         if (length > size - BLOCK_HEADER_SIZE) return undefined;
+        if (off + size > end) return OUTSIDE_WINDOW;
         const checked = checkedWord1(w);
         const sum =
           kind === KIND_RAW && (flags & FLAG_SEALED) === 0
             ? headerChecksum(size, checked, length)
-            : blockChecksum(buf, u32, off, size, checked, length);
+            : blockChecksum(buf, u32, off - base, size, checked, length);
         if (sum !== u32[h + 3]) return undefined;
         if (runStart >= 0) {
           runs.push(segIdx, runStart, off, runGen, runInner, inner.length);
@@ -108,10 +147,14 @@ export function walkPlainRegions(
       } else if (state === STATE_DAMAGED) return undefined;
       else {
         // Free or reserved (an unfinished put): stepped over and merged by the size its check
-        // words, or its neighbours, confirm, as the allocator's walk does.
-        size = trustedFreeSize(alloc, seg, off);
+        // words, or its neighbours, confirm, as the allocator's walk does. Its own check words
+        // holding (the case of every block an appending writer leaves) is BlockTrust's first answer.
+        const gw = w & GEN_MASK;
+        const own = u32[h + 2] === sizeCheck(size) && u32[h + 3] === genCheck(gw);
+        if (!own && win !== undefined) return OUTSIDE_WINDOW;
+        if (!own) size = trustedFreeSize(alloc, seg, off);
         if (size < 0) return undefined;
-        const g = trustedGen(alloc, seg, off);
+        const g = own ? gw : trustedGen(alloc, seg, off);
         if (runStart < 0) {
           runStart = off;
           runGen = g;

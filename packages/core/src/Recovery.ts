@@ -19,11 +19,11 @@ import {
 } from './BlockFormat';
 import { blockDamage, headerBitRepair } from './Checksum';
 import { faultPoints } from './FaultPoints';
-import { walkPlainRegions } from './PlainRegions';
+import { OUTSIDE_WINDOW, walkPlainRegions } from './PlainRegions';
 import type { MetaFile } from './MetaFile';
 import type { PileOptions } from './PileOptions';
 import type { PointerFormat } from './PointerFormat';
-import type { Segment } from './Segment';
+import type { Segment, SegmentWindow } from './Segment';
 import { corruptAt, type CorruptRecord } from './Verify';
 
 /**
@@ -150,8 +150,16 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
   // Nothing written since the checkpoint: one event still says that recovery ran and is complete.
   if (total === 0) onProgress?.({ phase: 'recover', done: 0, total: 0 });
   // What an appending writer leaves is recovered by one walk; anything else by the passes below.
-  const plain = regions === undefined ? undefined : walkPlainRegions(segments, alloc, segmentSize, scan);
-  if (plain !== undefined) {
+  // The walk reads the regions through windows of their segments (see Segment.window), and when
+  // they do not hold what it needs, again with the segments mapped.
+  let windows = regions === undefined ? undefined : openWindows(segments, scan);
+  let plain = regions === undefined ? undefined : walkPlainRegions(segments, alloc, segmentSize, scan, windows);
+  if (plain === OUTSIDE_WINDOW || plain === undefined) {
+    for (const w of windows ?? []) w?.release();
+    windows = undefined;
+  }
+  if (plain === OUTSIDE_WINDOW) plain = walkPlainRegions(segments, alloc, segmentSize, scan);
+  if (plain !== undefined && plain !== OUTSIDE_WINDOW) {
     r.blocksScanned = plain.blocks;
     host.loadCatalog();
     host.setRecovering(false);
@@ -162,14 +170,19 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
     alloc.objectCount += plain.objectCount;
     const runs = plain.runs;
     let i = 0;
-    for (let k = 0; k < scan.length; k++) {
-      for (; i < plain.regionEnds[k]!; i += 6) {
-        closeFreeRun(alloc, segments[runs[i]!]!, runs[i + 1]!, runs[i + 2]!, runs[i + 3]!, plain.inner, runs[i + 4]!, runs[i + 5]!);
+    try {
+      for (let k = 0; k < scan.length; k++) {
+        const win = windows?.[k];
+        for (; i < plain.regionEnds[k]!; i += 6) {
+          closeFreeRun(alloc, segments[runs[i]!]!, runs[i + 1]!, runs[i + 2]!, runs[i + 3]!, plain.inner, runs[i + 4]!, runs[i + 5]!, win);
+        }
+        faultPoints.hit?.('region-walked');
+        progress();
+        progress();
+        progress();
       }
-      faultPoints.hit?.('region-walked');
-      progress();
-      progress();
-      progress();
+    } finally {
+      for (const w of windows ?? []) w?.release();
     }
     return;
   }
@@ -265,6 +278,23 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
   host.setRecovering(false);
   if (regions === undefined) rebuild(alloc, () => progress());
   else rebuildRegions(alloc, regions, progress);
+}
+
+/** Bytes a recovery may map as windows (Segment.window) in all; an object so that tests can change it. */
+export const recoveryWindows = { bytes: 16 * 1024 * 1024 };
+
+/**
+ * A window over each region of `scan` while their sum stays within recoveryWindows.bytes (the
+ * rest, and a segment already mapped, are read through the segment's own views): well below the
+ * 64 MiB of external memory from which V8 starts a mark-compact (docs/benchmarks.md).
+ */
+function openWindows(segments: readonly Segment[], scan: ReadonlyArray<readonly [number, number]>): Array<SegmentWindow | undefined> {
+  let left = recoveryWindows.bytes;
+  return scan.map(([segIdx, from]) => {
+    const w = left > 0 ? segments[segIdx]!.window(from, left) : undefined;
+    if (w !== undefined) left -= w.end - w.base;
+    return w;
+  });
 }
 
 /**

@@ -66,6 +66,21 @@ export const segmentFiles = {
   },
 };
 
+/** A window's start is a multiple of this: the largest page size of the systems Pile runs on (64 KiB). */
+const WINDOW_ALIGN = 1 << 16;
+
+/** Part of a segment's file mapped on its own (see Segment.window): `u32[(off - base) >>> 2]` is the word at segment offset `off`. */
+export interface SegmentWindow {
+  /** Segment offset of byte 0 of `buf`. */
+  readonly base: number;
+  /** Segment offset just past the window. */
+  readonly end: number;
+  readonly buf: Buffer;
+  readonly u32: Uint32Array;
+  /** Unmaps the window (its views read zeros from then on). */
+  release(): void;
+}
+
 /** File name of segment `index` inside a pile directory. */
 export function segmentFileName(index: number): string {
   return `seg-${String(index).padStart(6, '0')}.pile`;
@@ -282,7 +297,38 @@ export class Segment {
     }
   }
 
+  /**
+   * A writable mapping of bytes [base, base + length) of this segment's file only, where base is
+   * `from` rounded down to WINDOW_ALIGN and length at most `maxBytes`: for a recovery that reads
+   * and writes a few MiB past the checkpoint's tail. Mapping the whole segment would make V8 count
+   * its size as external memory and start a mark-compact (from about 64 MiB on, measured in
+   * docs/benchmarks.md) that the walk does not need. Its stores reach the same page-cache pages
+   * as a whole mapping's. undefined when the segment is mapped already (its views serve), is in
+   * memory, or is open read-only.
+   * @throws PILE_CORRUPT, PILE_OUT_OF_SPACE, PILE_IO as use() does
+   */
+  window(from: number, maxBytes: number): SegmentWindow | undefined {
+    if (this.mapped || this.file === undefined || this.readonlyMap) return undefined;
+    const base = from - (from % WINDOW_ALIGN);
+    const length = Math.min(this.size - base, maxBytes - (maxBytes % WINDOW_ALIGN));
+    if (length <= 0) return undefined;
+    const mapping = this.mapFile(length, base);
+    const buf = mapping.buffer;
+    return {
+      base,
+      end: base + length,
+      buf,
+      u32: new Uint32Array(buf.buffer, buf.byteOffset, length >>> 2),
+      release: () => mapping.unmap(),
+    };
+  }
+
   private map(): void {
+    this.attach(this.mapFile(this.size, 0));
+  }
+
+  /** Maps bytes [offset, offset + length) of the file, after checking its size again. */
+  private mapFile(length: number, offset: number): Mapping {
     const file = this.file!;
     const fd = openSegmentFile(file, this.readonlyMap);
     try {
@@ -291,16 +337,14 @@ export class Segment {
       if (st.size !== this.size) {
         throw new PileError('PILE_CORRUPT', `segment file ${file} is ${st.size} bytes, expected ${this.size} (truncated or damaged)`);
       }
-      let mapping: Mapping;
       try {
-        mapping = new native.Mapping(fd, this.size, 0, !this.readonlyMap, file);
+        return new native.Mapping(fd, length, offset, !this.readonlyMap, file);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOMEM') {
           throw new PileError('PILE_OUT_OF_SPACE', `segment file ${file} can not be mapped: ${(err as Error).message}`);
         }
         throw ioError(err, `can not map segment file ${file}`);
       }
-      this.attach(mapping);
     } finally {
       fs.closeSync(fd);
     }

@@ -992,6 +992,69 @@ class Futex : public PageWord<Futex, uint32_t> {
   void Close(const Napi::CallbackInfo& info) { view_.Unmap(); }
 };
 
+// Pile's block format, as packages/core/src/BlockFormat.ts and Checksum.ts define it (they are the
+// one definition; core's tests check that this walk accepts exactly the blocks its own does): a
+// block starts with four words, its size, word1 (generation, kind, state and flag bits), the
+// payload's length and its checksum.
+namespace block_format {
+constexpr uint32_t kHeaderSize = 16;
+constexpr uint32_t kMinBlockSize = 32;
+constexpr int kKindShift = 22;
+constexpr uint32_t kKindMask = 0xf;
+constexpr int kStateShift = 26;
+constexpr uint32_t kStateMask = 0x3;
+constexpr int kFlagShift = 28;
+constexpr uint32_t kStateUsed = 1;
+constexpr uint32_t kFlagBody = 1;
+constexpr uint32_t kFlagSealed = 2;
+constexpr uint32_t kKindLink = 5;
+constexpr uint32_t kKindJournal = 7;
+constexpr uint32_t kKindRaw = 8;
+constexpr uint32_t kKindBuffer = 9;
+// From this length on the checksum is zlib's CRC32, which the walk leaves to JavaScript.
+constexpr uint32_t kNativeChecksumFrom = 1024;
+
+inline uint32_t Rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+inline uint32_t Fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+
+/** Checksum.ts headerChecksum: a mutable raw block's, over its header alone. */
+inline uint32_t HeaderChecksum(uint32_t size, uint32_t w1, uint32_t length) {
+  return Fmix32(((size ^ 0x3c6ef372u) * 0x85ebca6bu) ^ ((w1 ^ 0x5bd1e995u) * 0xc2b2ae35u) ^ length);
+}
+
+/** Checksum.ts blockChecksum for a length below kNativeChecksumFrom: Murmur3-32 over the payload's words. */
+inline uint32_t BlockChecksum(const uint32_t* payload, uint32_t size, uint32_t w1, uint32_t length) {
+  uint32_t h = ((size ^ 0x9747b28cu) * 0x85ebca6bu) ^ (w1 * 0xc2b2ae35u) ^ length;
+  const uint32_t words = length >> 2;
+  for (uint32_t i = 0; i < words; i++) {
+    uint32_t k = payload[i] * 0xcc9e2d51u;
+    k = Rotl(k, 15);
+    h ^= k * 0x1b873593u;
+    h = Rotl(h, 13);
+    h = h * 5 + 0xe6546b64u;
+  }
+  const uint32_t tail = length & 3;
+  if (tail != 0) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(payload + words);
+    uint32_t k = b[0];
+    if (tail > 1) k |= static_cast<uint32_t>(b[1]) << 8;
+    if (tail > 2) k |= static_cast<uint32_t>(b[2]) << 16;
+    k *= 0xcc9e2d51u;
+    k = Rotl(k, 15);
+    h ^= k * 0x1b873593u;
+  }
+  return Fmix32(h ^ length);
+}
+}  // namespace block_format
+
 class PileNative : public Napi::Addon<PileNative> {
  public:
   PileNative(Napi::Env env, Napi::Object exports) {
@@ -1021,6 +1084,7 @@ class PileNative : public Napi::Addon<PileNative> {
       InstanceMethod<&PileNative::PopulateReadSupportedFn>("populateReadSupported", napi_enumerable),
       InstanceMethod<&PileNative::OfdLock>("ofdLock", napi_enumerable),
       InstanceMethod<&PileNative::OfdHolder>("ofdHolder", napi_enumerable),
+      InstanceMethod<&PileNative::PlainRecords>("plainRecords", napi_enumerable),
     });
   }
 
@@ -1044,6 +1108,61 @@ class PileNative : public Napi::Addon<PileNative> {
 #else
     return Napi::Number::New(info.Env(), EOPNOTSUPP);
 #endif
+  }
+
+  /**
+   * plainRecords(words, base, off, end, segmentSize, out): from the block at segment offset `off`
+   * on, steps over committed data records whose header and checksum hold (what core's PlainRegions
+   * walk accepts, in C++: that walk, run cold at an open, spent milliseconds interpreting and
+   * compiling its loop), and stops at the first block it does not accept: any other block, a record
+   * of kNativeChecksumFrom bytes or more, one that fails a check, or one that ends past `end`.
+   * `words` views the segment's bytes from offset `base` on (a window, or the whole segment with
+   * base 0). Writes to `out`: the offset it stopped at, the records, the sum of their sizes, the
+   * sum of their lengths. It only reads.
+   */
+  Napi::Value PlainRecords(const Napi::CallbackInfo& info) {
+    using namespace block_format;
+    Napi::Env env = info.Env();
+    uint64_t base, off, end, segment_size;
+    if (info.Length() != 6 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
+        !ToSize(info[1], &base) || !ToSize(info[2], &off) || !ToSize(info[3], &end) || !ToSize(info[4], &segment_size) ||
+        !info[5].IsTypedArray() || info[5].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array ||
+        info[5].As<Napi::TypedArray>().ElementLength() < 4) {
+      throw Napi::TypeError::New(env, "plainRecords(words: Uint32Array, base: integer, off: integer, end: integer, segmentSize: integer, out: Float64Array(4))");
+    }
+    Napi::Uint32Array words = info[0].As<Napi::Uint32Array>();
+    const uint64_t bytes = static_cast<uint64_t>(words.ElementLength()) * 4;
+    if (off < base || (off & 7) != 0 || end < base || end - base > bytes || end > segment_size || segment_size > 0xffffffffu) {
+      throw Napi::RangeError::New(env, "plainRecords: off and end must lie in the words given, off 8-aligned, end within the segment");
+    }
+    const uint32_t* w = words.Data();
+    uint64_t count = 0, allocated = 0, utilized = 0;
+    while (off + kHeaderSize <= end) {
+      const uint32_t* h = w + ((off - base) >> 2);
+      const uint32_t size = h[0], w1 = h[1], length = h[2];
+      if (size < kMinBlockSize || (size & 7) != 0 || size > segment_size - off || off + size > end) break;
+      if (((w1 >> kStateShift) & kStateMask) != kStateUsed) break;
+      const uint32_t kind = (w1 >> kKindShift) & kKindMask;
+      const uint32_t flags = w1 >> kFlagShift;
+      if (kind == 0 || kind > kKindBuffer || (kind >= kKindLink && kind <= kKindJournal) || (flags & kFlagBody) != 0) break;
+      if (length > size - kHeaderSize) break;
+      const uint32_t checked = w1 & ~(kStateMask << kStateShift);
+      uint32_t sum;
+      if (kind == kKindRaw && (flags & kFlagSealed) == 0) sum = HeaderChecksum(size, checked, length);
+      else if (length >= kNativeChecksumFrom) break;
+      else sum = BlockChecksum(h + 4, size, checked, length);
+      if (sum != h[3]) break;
+      count++;
+      allocated += size;
+      utilized += length;
+      off += size;
+    }
+    Napi::Float64Array out = info[5].As<Napi::Float64Array>();
+    out[0] = static_cast<double>(off);
+    out[1] = static_cast<double>(count);
+    out[2] = static_cast<double>(allocated);
+    out[3] = static_cast<double>(utilized);
+    return env.Undefined();
   }
 
   Napi::Value PopulateSupportedFn(const Napi::CallbackInfo& info) {

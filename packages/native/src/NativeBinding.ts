@@ -277,6 +277,15 @@ export interface NativeBinding {
   reserve(fd: number, length: number): number;
   /** Whether {@link Mapping.populate} can work here (Linux 5.14+). */
   populateSupported(): boolean;
+  /**
+   * From the block at segment offset `off` on, steps over committed data records of Pile's block
+   * format whose header and checksum hold (below 1 KiB of payload: longer ones are CRC32, left to
+   * the caller), and stops at the first block it does not accept or that ends past `end`. `words`
+   * views the segment from offset `base` on. Writes to `out`: the offset it stopped at, the records,
+   * the sum of their sizes, the sum of their lengths. Reads only. For @pile/core's recovery (PlainRegions).
+   * @throws TypeError for bad arguments, RangeError when off or end lie outside `words`
+   */
+  plainRecords(words: Uint32Array, base: number, off: number, end: number, segmentSize: number, out: Float64Array): void;
 }
 
 const root = path.join(__dirname, '..');

@@ -6,6 +6,9 @@
 //   genericPut  generic puts of the benchmark Product, into a fresh in-memory pile every 200 k
 //               (as compare-builds.cjs's generic put)
 //   genericGet  generic gets of 100 k stored Products, in order
+//   typedGet    typed gets (view.get) of 100 k Products stored through the benchmark's ProductSchema
+//   typedField  view.field(ptr, 'id') of the same records
+//   genericSet  in-place generic sets of 100 k stored Products (the same value's size, so no link)
 //   delPut      delete + generic put of the same Product, on 100 k stored
 //   cachePut    replacing puts of random keys of a durable typed cache table of 200 k Products
 //               (as compare-builds.cjs's cache put)
@@ -45,7 +48,32 @@ function delPut(pile, n) {
     ptrs[j] = pile.put(product(j));
   }
 }
-if (op === 'genericPut') {
+function typedStored() {
+  const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
+  const pile = core.openPile({});
+  const view = pile.schema('product', ProductSchema);
+  for (let i = 0; i < W; i++) ptrs[i] = view.put(product(i));
+  return view;
+}
+function typedGet(view, n) {
+  for (let i = 0; i < n; i++) sink += view.get(ptrs[i % W]).id;
+}
+function typedField(view, n) {
+  for (let i = 0; i < n; i++) sink += view.field(ptrs[i % W], 'id');
+}
+function genericSet(pile, n) {
+  for (let i = 0; i < n; i++) pile.set(ptrs[i % W], product(i % W));
+}
+if (op === 'typedGet' || op === 'typedField') {
+  const view = typedStored();
+  const f = op === 'typedGet' ? typedGet : typedField;
+  f(view, W);
+  f(view, N);
+} else if (op === 'genericSet') {
+  const pile = stored();
+  genericSet(pile, W);
+  genericSet(pile, N);
+} else if (op === 'genericPut') {
   genericPut(2 * ROUND);
   genericPut(N);
 } else if (op === 'genericGet' || op === 'delPut') {
@@ -70,5 +98,5 @@ if (op === 'genericPut') {
   };
   replace(W);
   replace(N);
-} else throw new Error(`unknown op ${op}: genericPut, genericGet, delPut or cachePut`);
+} else throw new Error(`unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, delPut or cachePut`);
 if (sink === -1) console.log(sink);

@@ -1,5 +1,6 @@
 import type { Allocator } from './Allocator';
 import { BLOCK_HEADER_SIZE, FLAG_BODY, KIND_JOURNAL, KIND_LINK, STATE_USED, blockSizeFor, flagsOf, stateOf } from './BlockFormat';
+import { beginChange, endChange } from './ChangeSeq';
 import { faultPoints } from './FaultPoints';
 import type { Segment } from './Segment';
 import type { ValueEncoding } from './ValueEncoding';
@@ -114,15 +115,22 @@ export function applyJournal(host: JournalHost, jSeg: Segment, jOff: number): vo
   const wasUsed = stateOf(tw) === STATE_USED;
   if (wasUsed) alloc.uncountUsed(tw, t.seg.u32[(t.off >>> 2) + 2]!);
   const tp = t.off + BLOCK_HEADER_SIZE;
-  let len: number;
-  if (op === JOURNAL_INPLACE) {
-    len = jSeg.u32[(jOff >>> 2) + 2]! - JOURNAL_PREFIX;
-    jSeg.buf.copy(t.seg.buf, tp, p + JOURNAL_PREFIX, p + JOURNAL_PREFIX + len);
-  } else {
-    len = 8;
-    t.seg.f64[tp >>> 3] = body;
+  // The target is changed in place: readers of other processes may be reading it (ChangeSeq.ts).
+  const began = beginChange(t.seg.u32);
+  try {
+    let len: number;
+    if (op === JOURNAL_INPLACE) {
+      len = jSeg.u32[(jOff >>> 2) + 2]! - JOURNAL_PREFIX;
+      jSeg.buf.copy(t.seg.buf, tp, p + JOURNAL_PREFIX, p + JOURNAL_PREFIX + len);
+    } else {
+      len = 8;
+      t.seg.f64[tp >>> 3] = body;
+    }
+    host.commit(t.seg, t.off, kind, tFlags, len);
+  } finally {
+    endChange(t.seg.u32, began);
   }
-  host.commit(t.seg, t.off, kind, tFlags, len);
+  // release() marks the old body's segment itself.
   if (oldBody !== 0) {
     const o = host.seat(oldBody);
     const ow = o.seg.u32[(o.off >>> 2) + 1]!;

@@ -193,6 +193,10 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
    * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_CLOSED
    */
   sizeOf(ptr: PilePointer): number {
+    return this.reread(this.sizeOfOnce, ptr, 0, 0) as number;
+  }
+
+  private sizeOfOnce(ptr: PilePointer): number {
     this.open();
     this.resolve(ptr, true);
     return payloadSize(this.dSeg, this.dOff);
@@ -233,6 +237,10 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
    * @throws PILE_CLOSED
    */
   has(ptr: PilePointer): boolean {
+    return this.reread(this.hasOnce, ptr, 0, 0) as boolean;
+  }
+
+  private hasOnce(ptr: PilePointer): boolean {
     this.open();
     try {
       return this.tryResolve(ptr);

@@ -1,4 +1,5 @@
 import { BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, TYPED_PREFIX } from './BlockFormat';
+import { SEQ_WORD } from './ChangeSeq';
 import { compileCached } from './CodeCache';
 import type { InlineRead } from './SchemaCodegen';
 import type { FieldReader } from './SchemaCompiler';
@@ -12,7 +13,8 @@ export type PointerGeometry = Pick<PointerFormat, 'segmentSize' | 'offsetDiv' | 
  * Source of the pile's fast pointer check, compiled with the geometry as literals (the
  * hot read paths then load no pile fields to decode a pointer). The statements read `ptr`,
  * `segments`, `want` and `mask`, and either run `miss` or leave `seg`, `off` (header offset),
- * `h` (its u32 index), `u32` and `len` (payload length) for a block that is live, unlinked,
+ * `h` (its u32 index), `u32`, `seq` (the segment's change sequence, loaded first and even) and
+ * `len` (payload length) for a block that is live, unlinked,
  * whose word1 equals `want` plus the pointer's tag in the bits of `mask`, and whose size
  * and length fit the segment. Anything else (a stale, foreign or linked pointer, a segment not
  * mapped yet, a closed pile) takes `miss`, where the full check decides and names the error.
@@ -30,8 +32,12 @@ const off = (ptr - rest * ${g.offsetDiv}) * 8;
 const tag = Math.floor(rest * ${1 / SEGMENT_DIV});
 const seg = segments[rest - tag * ${SEGMENT_DIV}];
 if (seg === undefined || !seg.mapped || off < ${SEGMENT_HEADER_SIZE} || off > ${g.segmentSize - MIN_BLOCK_SIZE} || tag > ${g.tagMask} || off !== (off & ~7)) ${miss}
-const h = off >>> 2;
 const u32 = seg.u32;
+// The segment's change sequence, before anything of the block is read (ChangeSeq.ts): odd while a
+// writer changes a block of it; the caller loads it again after its read.
+const seq = Atomics.load(u32, ${SEQ_WORD});
+if ((seq & 1) !== 0) ${miss}
+const h = off >>> 2;
 const size = u32[h];
 const len = u32[h + 2];
 // Generation bits above the tag are not in the pointer; kind, state and flags must be exact.
@@ -41,7 +47,8 @@ if ((u32[h + 1] & ${mask}) !== (tag | ${want}) || len > size - ${BLOCK_HEADER_SI
 
 /**
  * The header offset of the block `ptr` names when it passes the fast check (see checkSource),
- * with the store's segment field (`fields.seg`) set to its segment; -1 when the full check must
+ * with the store's segment field (`fields.seg`) set to its segment and `fields.seqWords`,
+ * `fields.seq` to the change sequence the caller must load again after its read; -1 when the full check must
  * decide. Called as a method of the store, whose segments (`fields.segments`) it reads: one
  * function serves every pile of the same geometry, so the call sites that use it stay
  * monomorphic however many piles a process opens.
@@ -56,10 +63,14 @@ export type QuickLocate = (ptr: number, want: number, mask: number) => number;
 export interface LocateFields {
   readonly segments: string;
   readonly seg: string;
+  readonly seqWords: string;
+  readonly seq: string;
 }
 
 export function compileQuickLocate(g: PointerGeometry, fields: LocateFields): QuickLocate {
   const source = `const segments = this.${fields.segments};${checkSource(g, 'want', 'mask', 'return -1;')}this.${fields.seg} = seg;
+this.${fields.seqWords} = u32;
+this.${fields.seq} = seq;
 return off;`;
   return compileCached<QuickLocate>(['ptr', 'want', 'mask'], source);
 }
@@ -93,12 +104,24 @@ const o = off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX};
 const view = seg.view;
 const buf = seg.buf;
 ${inline.source}
+if (Atomics.load(u32, ${SEQ_WORD}) === seq) return value;
+return slow(ptr);
 }
 `;
   // The field's name makes the code of each field its own, so each call of `read` stays monomorphic.
+  // The change sequence is loaded again after the read (checkSource loaded it first): a read that
+  // met a writer's change, or failed because of one, is made again by `slow`, which retries.
   const source = `const FIELD = ${JSON.stringify(fieldName)};
 ${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);')}
 ${direct}if ((u32[h + 4] & 0xffff) !== ${schemaId}) return slow(ptr);
-return read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX});`;
+let value;
+try {
+  value = read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX});
+} catch (err) {
+  if (Atomics.load(u32, ${SEQ_WORD}) === seq) throw err;
+  return slow(ptr);
+}
+if (Atomics.load(u32, ${SEQ_WORD}) === seq) return value;
+return slow(ptr);`;
   return compileCached<FieldAccessCode>(['ptr', 'segments', 'read', 'slow'], source);
 }

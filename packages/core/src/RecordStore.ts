@@ -28,6 +28,7 @@ import {
   word1,
 } from './BlockFormat';
 import { Catalog } from './Catalog';
+import { NO_SEQ_WORDS, SEQ_WORD, beginChange, endChange } from './ChangeSeq';
 import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { replaceRecord } from './Journal';
@@ -37,6 +38,7 @@ import { invalid } from './PileOptions';
 import type { PilePointer } from './PilePointer';
 import { compileQuickLocate, type QuickLocate } from './PointerCheck';
 import { PointerFormat, SEGMENT_DIV } from './PointerFormat';
+import { ReadState } from './ReadState';
 import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
 import { addSegment, mapNewSegments } from './SegmentTable';
@@ -64,7 +66,10 @@ const TYPED_BOUND_LIMIT = 4096;
  * (`seg`, the segment of the block it found) on the store it is called on: see compileQuickLocate.
  * Checked against the class, so that renaming either field without this fails to compile.
  */
-export const LOCATE_FIELDS = { segments: 'segments', seg: 'hSeg' } as const satisfies Record<string, keyof RecordStore>;
+export const LOCATE_FIELDS = { segments: 'segments', seg: 'hSeg', seqWords: 'sU32', seq: 'sSeq' } as const satisfies Record<
+  string,
+  keyof RecordStore
+>;
 
 /** What a RecordStore is made with: the pile's geometry and files, opened by the pile. */
 export interface RecordStoreSetup {
@@ -84,7 +89,7 @@ export interface RecordStoreSetup {
  * them; what runs rarely lives in the files they call (Journal, Catalog, SegmentTable,
  * ValueEncoding) or in Pile.
  */
-export abstract class RecordStore {
+export abstract class RecordStore extends ReadState {
   /** True when the pile lives in files and survives restarts. */
   readonly persistent: boolean;
   readonly readonly: boolean;
@@ -107,7 +112,6 @@ export abstract class RecordStore {
   readonly values: ValueEncoding;
   /** @internal While recovery runs: a released block is only marked free (no free lists yet). */
   recovering = false;
-  protected closed = false;
   protected readonly verifyOnRead: boolean;
   /** word1 bits a typed pointer pins down: the tag's generation bits, kind, state, flags. */
   protected readonly typedWordMask: number;
@@ -120,20 +124,8 @@ export abstract class RecordStore {
    */
   private readonly quickLocate: QuickLocate;
 
-  // Scratch of the last resolve(): the head block, and the block holding the data (== head unless
-  // linked). Fields rather than a result object: resolve() runs on every read and allocates
-  // nothing. Each is read right after the resolve() (or quickLocate) that set it, before any
-  // call that may resolve again (caller code runs before a resolve, never between).
-  /** @internal */
-  hSeg!: Segment;
-  /** @internal */
-  hOff = 0;
-  /** @internal */
-  dSeg!: Segment;
-  /** @internal */
-  dOff = 0;
-
   constructor(setup: RecordStoreSetup) {
+    super();
     this.dir = setup.dir;
     this.persistent = setup.dir !== undefined;
     this.readonly = setup.readonly;
@@ -202,9 +194,20 @@ export abstract class RecordStore {
    * @throws PILE_CLOSED
    */
   get<T = unknown>(ptr: PilePointer): T {
+    // The first attempt written out; a read that met a change (or failed) is left to reread().
+    try {
+      const value = this.getOnce(ptr);
+      if (this.readSettled()) return value as T;
+    } catch (err) {
+      if (this.readSettled()) throw err;
+    }
+    return this.reread(this.getOnce, ptr, 0, undefined) as T;
+  }
+
+  private getOnce(ptr: PilePointer): unknown {
     this.open();
     this.resolve(ptr, true);
-    return this.values.decode(this.dSeg, this.dOff) as T;
+    return this.values.decode(this.dSeg, this.dOff);
   }
 
   /**
@@ -351,34 +354,37 @@ export abstract class RecordStore {
 
   /** @internal */
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
-    const start = this.typedPayload(ptr, id);
-    const seg = this.dSeg;
-    return codec.decode(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
-  }
-
-  /** @internal */
-  fieldTyped(ptr: PilePointer, id: number, read: FieldReader): unknown {
-    const start = this.typedPayload(ptr, id);
-    const seg = this.dSeg;
-    return read(seg.buf, seg.view, start, seg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
-  }
-
-  /**
-   * Checks that `ptr` names a live record of schema `id`, sets dSeg/dOff to the block holding
-   * it and returns where the codec's bytes start. The common case (an unlinked record, no
-   * verifyOnRead) is decided by one comparison of the header word; anything else takes the
-   * full resolve().
-   */
-  private typedPayload(ptr: PilePointer, id: number): number {
+    // An unlinked record (no verifyOnRead): quickLocate, which loads the change sequence, checked
+    // again once after the decode; anything else, and a read that met a change, goes to reread().
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
-    if (off >= 0 && (this.hSeg.u32[(off >>> 2) + 4]! & 0xffff) === id) {
-      this.dSeg = this.hSeg;
-      this.dOff = off;
-      return off + BLOCK_HEADER_SIZE + TYPED_PREFIX;
+    if (off >= 0) {
+      const { hSeg: seg, sSeq: seq } = this;
+      const u32 = seg.u32;
+      if ((u32[(off >>> 2) + 4]! & 0xffff) === id) {
+        let value: unknown;
+        try {
+          value = codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, u32[(off >>> 2) + 2]! - TYPED_PREFIX);
+        } catch (err) {
+          if (Atomics.load(u32, SEQ_WORD) === seq) throw err;
+          return this.reread(this.typedOnce, ptr, id, codec.decode);
+        }
+        if (Atomics.load(u32, SEQ_WORD) === seq) return value;
+      }
     }
+    return this.reread(this.typedOnce, ptr, id, codec.decode);
+  }
+
+  /** @internal view.field()'s general path (compileFieldAccess names it `slow`): checked like a get. */
+  fieldTyped(ptr: PilePointer, id: number, read: FieldReader): unknown {
+    return this.reread(this.typedOnce, ptr, id, read);
+  }
+
+  /** One read of a typed record of schema `id` through the full resolve(); the caller's reread() checks it. */
+  private typedOnce(ptr: PilePointer, id: number, read: FieldReader): unknown {
     this.open();
     this.resolve(ptr, true);
-    return this.checkTypedId(ptr, id);
+    const start = this.checkTypedId(ptr, id);
+    return read(this.dSeg.buf, this.dSeg.view, start, this.dSeg.u32[(this.dOff >>> 2) + 2]! - TYPED_PREFIX);
   }
 
   protected checkTypedId(ptr: PilePointer, id: number): number {
@@ -390,8 +396,6 @@ export abstract class RecordStore {
     }
     return start + TYPED_PREFIX;
   }
-
-  // ------------------------------------------------------------------------- internals
 
   protected open(): void {
     if (this.closed) throw closedError();
@@ -458,20 +462,25 @@ export abstract class RecordStore {
     return gen;
   }
 
-  /** @internal Frees the block at `addr` (during recovery: only marks it free). */
+  /** @internal Frees the block at `addr` (in recovery: only marks it free) inside a change of its segment (ChangeSeq.ts). */
   release(addr: number): void {
     const segIdx = this.fmt.segmentOf(addr);
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const w = seg.u32[(off >>> 2) + 1]!;
-    if (this.recovering) {
-      // Free lists are not built yet: only mark it; rebuild() links and merges it. A damaged
-      // block is left to the torn-record pass, which decides whether its size can be trusted.
-      if (blockDamage(seg.buf, seg.u32, off) === undefined) this.alloc.markFree(seg, off, seg.u32[off >>> 2]!, genOf(w));
-      return;
+    const began = beginChange(seg.u32);
+    try {
+      if (this.recovering) {
+        // Free lists are not built yet: only mark it; rebuild() links and merges it. A damaged
+        // block is left to the torn-record pass, which decides whether its size can be trusted.
+        if (blockDamage(seg.buf, seg.u32, off) === undefined) this.alloc.markFree(seg, off, seg.u32[off >>> 2]!, genOf(w));
+        return;
+      }
+      if (stateOf(w) === STATE_USED) this.alloc.uncountUsed(w, seg.u32[(off >>> 2) + 2]!);
+      this.alloc.free(addr);
+    } finally {
+      endChange(seg.u32, began);
     }
-    if (stateOf(w) === STATE_USED) this.alloc.uncountUsed(w, seg.u32[(off >>> 2) + 2]!);
-    this.alloc.free(addr);
   }
 
   /** @internal Segment and offset of the block at `addr`. */
@@ -503,6 +512,10 @@ export abstract class RecordStore {
 
   /** resolve() that answers false for a stale pointer instead of throwing. */
   protected tryResolve(ptr: PilePointer, follow = true): boolean {
+    this.sU32 = NO_SEQ_WORDS;
+    this.sSeq = 0;
+    this.bU32 = NO_SEQ_WORDS;
+    this.bSeq = 0;
     if (typeof ptr !== 'number' || !(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || Math.floor(ptr) !== ptr) {
       throw new PileError('PILE_INVALID_POINTER', `${String(ptr)} is not a pile pointer`);
     }
@@ -520,6 +533,8 @@ export abstract class RecordStore {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);
     }
     const u32 = seg.u32;
+    this.sU32 = u32;
+    this.sSeq = Atomics.load(u32, SEQ_WORD); // before anything of the block is read: see readSettled()
     const h = off >>> 2;
     const w = u32[h + 1]!;
     this.hSeg = seg;
@@ -568,6 +583,8 @@ export abstract class RecordStore {
     const bSeg = this.segments[segIdx]?.use();
     const bOff = target - segIdx * this.segmentSize;
     if (bSeg === undefined || bOff < SEGMENT_HEADER_SIZE || (bOff & 7) !== 0 || bOff > this.segmentSize - 32) return false;
+    this.bU32 = bSeg.u32;
+    this.bSeq = Atomics.load(bSeg.u32, SEQ_WORD); // before the body's header is read
     const bw = bSeg.u32[(bOff >>> 2) + 1]!;
     if (stateOf(bw) !== STATE_USED || (flagsOf(bw) & FLAG_BODY) === 0 || !this.alloc.saneSize(bOff, bSeg.u32[bOff >>> 2]!)) return false;
     this.dSeg = bSeg;

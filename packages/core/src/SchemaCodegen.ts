@@ -30,7 +30,7 @@ export interface GeneratedCodec {
 
 /**
  * The read of a fixed-slot scalar field (number, integer, bigint, boolean, Date) as source that
- * another generated function can inline: statements ending in `return`, reading `view` and `buf`
+ * another generated function can inline: statements that leave it in `const value`, reading `view` and `buf`
  * at the record's codec start `o`. Valid only for a record that has all `fieldCount` fields and
  * at least `minLength` bytes (its whole fixed section); others take the field's reader.
  */
@@ -509,7 +509,7 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
     if (!INLINE_KINDS.has(f.type.kind)) return undefined;
     const body: string[] = [];
     const expr = new Generator().decode(f.type, { base: 'o', off: slotOf(index) }, body, bytesCtor);
-    return { source: `${body.join('\n')}\nreturn ${expr};`, fieldCount: m, minLength: total };
+    return { source: `${body.join('\n')}\nconst value = ${expr};`, fieldCount: m, minLength: total };
   });
 
   const readers = fields.map((f, index) => {

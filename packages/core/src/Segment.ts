@@ -12,6 +12,7 @@ import {
   STATE_FREE,
   stateOf,
 } from './BlockFormat';
+import { clearDeadMark } from './ChangeSeq';
 import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
@@ -360,6 +361,8 @@ export class Segment {
     // msgpackr's unpack takes a source's DataView from here (ValueEncoding.decode unpacks from the
     // segment itself); it would add the property on first use, giving segment Buffers two shapes.
     (buf as Buffer & { dataView?: DataView }).dataView = this.view;
+    // A writer's first mapping: a change mark its dead predecessor left would stall readers.
+    if (!this.readonlyMap) clearDeadMark(this.u32);
     this.mapped = true;
   }
 

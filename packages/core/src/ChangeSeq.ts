@@ -1,0 +1,106 @@
+import { PileError } from './PileError';
+
+/**
+ * The change sequence of a segment: a seqlock that lets a process read records without a lock
+ * while a writer in another process changes them in place (docs/concurrency.md, "Checked reads").
+ *
+ * It is the u32 at byte 20 of the segment's header (a word that format 2 and 3 leave reserved, 0:
+ * no format change). A writer makes it odd before it changes a block that a reader may be reading
+ * (an in-place set, a record turned into a link, a delete and the merges of the block it frees)
+ * and even again after. A reader loads it before it reads a block's header and again after it has
+ * copied or decoded the value; an odd or a changed word means the read may be torn, and the read
+ * is made again. 32 bits: a reader is fooled only if exactly 2^31 changes of one segment fall
+ * inside one read.
+ *
+ * Both sides use Atomics.load and Atomics.store. The segments are not SharedArrayBuffers (they are
+ * mappings made by @pile/native), so the ECMAScript memory model promises nothing across
+ * processes; what is relied on is what V8 does: an Atomics call is never merged with another load
+ * nor moved across the plain loads and stores beside it, and on x86-64 a store made by xchg (what
+ * Atomics.store compiles to) and the loads of another core keep program order (TSO: loads are not
+ * reordered with older loads, stores not with older stores). On a weaker CPU (arm64) the reader's
+ * second load would need a load fence that JavaScript can not express; Pile's prebuilt binaries
+ * are x86-64 only.
+ */
+const SEQ_WORD = 5;
+
+/** What a read that touched no segment compares: all zeros, never changed. */
+const NO_SEQ_WORDS = new Uint32Array(SEQ_WORD + 1);
+
+/** Sleeper of the reader's back-off: nobody ever wakes it, Atomics.wait just times out. */
+const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
+
+/** Reads made again without pausing: a writer's change of one block takes about a microsecond. */
+const EAGER_ATTEMPTS = 16;
+/** A mark that stays odd and unmoved this long was left by a writer that died or is stopped. */
+const STUCK_MS = 1000;
+/** Reads that keep meeting changes give up after this long (a writer that changes one segment non-stop). */
+const GIVE_UP_MS = 10_000;
+
+/**
+ * Marks `u32`'s segment as being changed; false when it already is (a change that encloses this
+ * one, in the same segment, ends it).
+ */
+function beginChange(u32: Uint32Array): boolean {
+  const s = u32[SEQ_WORD]!;
+  if ((s & 1) !== 0) return false;
+  Atomics.store(u32, SEQ_WORD, (s + 1) >>> 0);
+  return true;
+}
+
+/** Ends the change {@link beginChange} began (when it returned true). */
+function endChange(u32: Uint32Array, began: boolean): void {
+  if (began) Atomics.store(u32, SEQ_WORD, (u32[SEQ_WORD]! + 1) >>> 0);
+}
+
+/**
+ * A writable open's first mapping of a segment: a mark left odd by a writer that died mid-change
+ * is moved on to even (the repair the change needed is recovery's), so that readers stop waiting.
+ * Safe only while one writer opens the pile at a time (the directory lock).
+ */
+function clearDeadMark(u32: Uint32Array): void {
+  const s = u32[SEQ_WORD]!;
+  if ((s & 1) !== 0) Atomics.store(u32, SEQ_WORD, (s + 1) >>> 0);
+}
+
+/**
+ * Back-off of a reader whose read met a change: the state of its retries. `pause(words, seq)`
+ * is called before each new attempt with the word and the value that made the last one fail.
+ */
+class ReadRetry {
+  private attempt = 0;
+  private started = 0;
+  private stuckWords: Uint32Array = NO_SEQ_WORDS;
+  private stuckSeq = -1;
+  private stuckSince = 0;
+
+  /**
+   * @throws PILE_LOCKED when the segment has stayed marked as being changed for STUCK_MS (its writer
+   * died or is stopped), or reads kept meeting changes for GIVE_UP_MS
+   */
+  pause(what: string, words: Uint32Array, seq: number): void {
+    this.attempt++;
+    if (this.attempt <= EAGER_ATTEMPTS) return;
+    const now = Date.now();
+    if (this.started === 0) this.started = now;
+    const current = Atomics.load(words, SEQ_WORD);
+    if ((current & 1) !== 0 && words === this.stuckWords && current === this.stuckSeq) {
+      if (now - this.stuckSince >= STUCK_MS) throw stuckError(what, current, now - this.stuckSince);
+    } else {
+      this.stuckWords = words;
+      this.stuckSeq = current;
+      this.stuckSince = now;
+    }
+    if (now - this.started >= GIVE_UP_MS) throw stuckError(what, seq, now - this.started);
+    // 10 µs, doubling to 1 ms: the writer runs meanwhile, even on one core.
+    Atomics.wait(SLEEPER, 0, 0, Math.min(1, 0.01 * 2 ** Math.min(7, this.attempt - EAGER_ATTEMPTS - 1)));
+  }
+}
+
+function stuckError(what: string, seq: number, ms: number): PileError {
+  return new PileError(
+    'PILE_LOCKED',
+    `${what} met a segment being changed by a writer for ${ms} ms (change sequence ${seq}): the writer died or is stopped in the middle of a change; a writable open of the pile repairs it (docs/concurrency.md, "Checked reads")`,
+  );
+}
+
+export { SEQ_WORD, NO_SEQ_WORDS, beginChange, endChange, clearDeadMark, ReadRetry };

@@ -1,0 +1,69 @@
+import { NO_SEQ_WORDS, ReadRetry, SEQ_WORD } from './ChangeSeq';
+import type { PilePointer } from './PilePointer';
+import type { Segment } from './Segment';
+
+/**
+ * What a read of a RecordStore leaves for the code after it, and the check that the read met no
+ * writer's change (docs/concurrency.md, "Checked reads"). The base class of RecordStore: Pile is
+ * still the one concrete class, so the read paths stay monomorphic.
+ */
+export abstract class ReadState {
+  /** @internal True once the pile is closed. */
+  closed = false;
+
+  // Scratch of the last resolve(): the head block, and the block holding the data (== head unless
+  // linked). Fields rather than a result object: resolve() runs on every read and allocates
+  // nothing. Each is read right after the resolve() (or quickLocate) that set it, before any
+  // call that may resolve again (caller code runs before a resolve, never between).
+  /** @internal */
+  hSeg!: Segment;
+  /** @internal */
+  hOff = 0;
+  /** @internal */
+  dSeg!: Segment;
+  /** @internal */
+  dOff = 0;
+  // The change sequences (ChangeSeq.ts) the last resolve() loaded before it read the head block
+  // (sU32, sSeq) and the body block (bU32, bSeq); readSettled() loads them again after the read.
+  /** @internal */
+  sU32: Uint32Array = NO_SEQ_WORDS;
+  /** @internal */
+  sSeq = 0;
+  /** @internal */
+  bU32: Uint32Array = NO_SEQ_WORDS;
+  /** @internal */
+  bSeq = 0;
+
+  /**
+   * Whether nothing changed the blocks the last resolve() named since it loaded their change
+   * sequences (ChangeSeq.ts): a value read meanwhile is whole and an error it raised is real.
+   * @internal
+   */
+  readSettled(): boolean {
+    const s = this.sSeq;
+    const b = this.bSeq;
+    return ((s | b) & 1) === 0 && Atomics.load(this.sU32, SEQ_WORD) === s && Atomics.load(this.bU32, SEQ_WORD) === b;
+  }
+
+  /**
+   * Makes the read `once(ptr, a, b)` until one attempt meets no change (readSettled), pausing
+   * between attempts (ReadRetry); returns its value or throws its error.
+   * @throws PILE_LOCKED when a writer stays in the middle of a change (see ReadRetry), else what `once` throws
+   * @internal
+   */
+  reread<A, B>(once: (this: this, ptr: PilePointer, a: A, b: B) => unknown, ptr: PilePointer, a: A, b: B): unknown {
+    const retry = new ReadRetry();
+    for (;;) {
+      const odd = (this.sSeq & 1) === 0 && (this.bSeq & 1) !== 0;
+      retry.pause(`a read of pointer ${ptr}`, odd ? this.bU32 : this.sU32, odd ? this.bSeq : this.sSeq);
+      let value: unknown;
+      try {
+        value = once.call(this, ptr, a, b);
+      } catch (err) {
+        if (this.closed || this.readSettled()) throw err;
+        continue;
+      }
+      if (this.readSettled()) return value;
+    }
+  }
+}

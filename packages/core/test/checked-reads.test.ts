@@ -75,7 +75,13 @@ describe('checked reads beside a writer in another process', function () {
     for (const report of reports) {
       expect(report.reads as number).to.be.above(0);
       expect(report.entriesPasses as number).to.be.above(0);
-      expect({ torn: report.torn, stale: report.stale, errors: report.errors, badEntries: report.badEntries, first: report.firstProblem }).to.deep.equal({
+      expect({
+        torn: report.torn,
+        stale: report.stale,
+        errors: report.errors,
+        badEntries: report.badEntries,
+        first: report.firstProblem,
+      }).to.deep.equal({
         torn: 0,
         stale: 0,
         errors: 0,
@@ -136,7 +142,9 @@ describe('checked reads: the change sequence', () => {
     pile.delete(a);
     pile.delete(t);
     for (const read of [() => pile.get(a), () => view.get(t), () => view.field(t, 's'), () => pile.sizeOf(a)]) {
-      expect(() => read()).to.throw().that.satisfies((e: unknown) => isPileError(e, 'PILE_STALE_POINTER'));
+      expect(() => read())
+        .to.throw()
+        .that.satisfies((e: unknown) => isPileError(e, 'PILE_STALE_POINTER'));
     }
     expect(pile.has(a)).to.equal(false);
     pile.close();
@@ -160,7 +168,9 @@ describe('checked reads: the change sequence', () => {
     const reader = openPile({ dir, readonly: true });
     const rView = reader.schema('checked', shape);
     for (const read of [() => reader.get(a), () => rView.get(t), () => rView.field(t, 'n')]) {
-      expect(() => read()).to.throw(/being changed by a writer/).that.satisfies((e: unknown) => isPileError(e, 'PILE_LOCKED'));
+      expect(() => read())
+        .to.throw(/being changed by a writer/)
+        .that.satisfies((e: unknown) => isPileError(e, 'PILE_LOCKED'));
     }
     reader.close();
 

@@ -9,6 +9,8 @@
 //   typedGet    typed gets (view.get) of 100 k Products stored through the benchmark's ProductSchema
 //   typedField  view.field(ptr, 'id') of the same records
 //   genericSet  in-place generic sets of 100 k stored Products (the same value's size, so no link)
+//   roGet, roTypedGet, roField  the generic get, typed get and field('id') of 100 k Products in a
+//               mapped pile opened readonly: the reads that check the change sequence (docs/concurrency.md)
 //   delPut      delete + generic put of the same Product, on 100 k stored
 //   cachePut    replacing puts of random keys of a durable typed cache table of 200 k Products
 //               (as compare-builds.cjs's cache put)
@@ -64,7 +66,25 @@ function typedField(view, n) {
 function genericSet(pile, n) {
   for (let i = 0; i < n; i++) pile.set(ptrs[i % W], product(i % W));
 }
-if (op === 'typedGet' || op === 'typedField') {
+function readonlyStored(typed) {
+  const fs = require('fs');
+  const os = require('os');
+  const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-icount-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const w = core.openPile({ dir });
+  const wv = w.schema('product', ProductSchema);
+  for (let i = 0; i < W; i++) ptrs[i] = typed ? wv.put(product(i)) : w.put(product(i));
+  w.close();
+  const pile = core.openPile({ dir, readonly: true });
+  return { pile, view: pile.schema('product', ProductSchema) };
+}
+if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
+  const { pile, view } = readonlyStored(op !== 'roGet');
+  const run = (n) => (op === 'roGet' ? genericGet(pile, n) : op === 'roTypedGet' ? typedGet(view, n) : typedField(view, n));
+  run(W);
+  run(N);
+} else if (op === 'typedGet' || op === 'typedField') {
   const view = typedStored();
   const f = op === 'typedGet' ? typedGet : typedField;
   f(view, W);
@@ -98,5 +118,5 @@ if (op === 'typedGet' || op === 'typedField') {
   };
   replace(W);
   replace(N);
-} else throw new Error(`unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, delPut or cachePut`);
+} else throw new Error(`unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut or cachePut`);
 if (sink === -1) console.log(sink);

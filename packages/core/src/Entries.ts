@@ -1,7 +1,7 @@
 // Two imports so that the list fits one line (a multi-line list repeats Recovery's, line for line).
 import { KIND_NAMES, type RecordKind } from './BlockFormat';
 import { FLAG_BODY, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_USED, flagsOf, genOf, kindOf, stateOf } from './BlockFormat';
-import { NO_SEQ_WORDS, ReadRetry, SEQ_WORD } from './ChangeSeq';
+import { ReadRetry } from './ChangeSeq';
 import type { PilePointer } from './PilePointer';
 import { closedError, type RecordStore } from './RecordStore';
 import type { Segment } from './Segment';
@@ -40,11 +40,10 @@ export function* walkEntries(store: RecordStore, isClosed: () => boolean): Itera
     let retry: ReadRetry | undefined;
     while (off < store.segmentSize) {
       if (isClosed()) throw closedError();
-      const seq = Atomics.load(u32, SEQ_WORD);
-      store.sU32 = u32;
-      store.sSeq = seq;
-      store.bU32 = NO_SEQ_WORDS;
-      store.bSeq = 0;
+      if (store.checkReads) {
+        store.clearSeqs();
+        store.seqBefore(u32);
+      }
       const size = u32[off >>> 2]!;
       const w = u32[(off >>> 2) + 1]!;
       const stop = !store.alloc.saneSize(off, size) || stateOf(w) === STATE_DAMAGED;
@@ -52,7 +51,7 @@ export function* walkEntries(store: RecordStore, isClosed: () => boolean): Itera
       const entry =
         !stop && off > last && stateOf(w) === STATE_USED && (flagsOf(w) & FLAG_BODY) === 0 ? entryAt(store, seg, off, w) : undefined;
       if (!store.readSettled()) {
-        (retry ??= new ReadRetry()).pause(`entries() in segment ${s}`, u32, seq);
+        (retry ??= new ReadRetry()).pause(`entries() in segment ${s}`, u32, store.sSeq);
         off = anchor >= 0 ? anchor : SEGMENT_HEADER_SIZE;
         continue;
       }

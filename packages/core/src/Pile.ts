@@ -317,7 +317,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     const slow = (ptr: number): unknown => this.fieldTyped(ptr as PilePointer, id, read);
     const code = this.verifyOnRead
       ? checkedFieldAccess
-      : compileFieldAccess(this.fmt, TYPED_USED_WORD, this.typedWordMask, id, name, inline);
+      : compileFieldAccess(this.fmt, TYPED_USED_WORD, this.typedWordMask, id, name, inline, this.checkReads);
     return { code, segments: this.segments, read, slow };
   }
 

@@ -24,7 +24,7 @@ export type PointerGeometry = Pick<PointerFormat, 'segmentSize' | 'offsetDiv' | 
  * typed get, `view.field()` and `rawSeek` would otherwise load the geometry from the pile on every
  * call (`node benchmarks/dist/run.js codec` measures the typed reads, `cache` rawSeek; docs/benchmarks.md).
  */
-function checkSource(g: PointerGeometry, want: string, mask: string, miss: string): string {
+function checkSource(g: PointerGeometry, want: string, mask: string, miss: string, checked: boolean): string {
   return `
 if (!(ptr > 0 && ptr <= ${Number.MAX_SAFE_INTEGER})) ${miss}
 const rest = Math.floor(ptr * ${1 / g.offsetDiv});
@@ -32,11 +32,15 @@ const off = (ptr - rest * ${g.offsetDiv}) * 8;
 const tag = Math.floor(rest * ${1 / SEGMENT_DIV});
 const seg = segments[rest - tag * ${SEGMENT_DIV}];
 if (seg === undefined || !seg.mapped || off < ${SEGMENT_HEADER_SIZE} || off > ${g.segmentSize - MIN_BLOCK_SIZE} || tag > ${g.tagMask} || off !== (off & ~7)) ${miss}
-const u32 = seg.u32;
+const u32 = seg.u32;${
+    checked
+      ? `
 // The segment's change sequence, before anything of the block is read (ChangeSeq.ts): odd while a
-// writer changes a block of it; the caller loads it again after its read.
-const seq = Atomics.load(u32, ${SEQ_WORD});
-if ((seq & 1) !== 0) ${miss}
+// writer changes a block of it; the caller loads it again (Atomics.load) after its read.
+const seq = u32[${SEQ_WORD}];
+if ((seq & 1) !== 0) ${miss}`
+      : ''
+  }
 const h = off >>> 2;
 const size = u32[h];
 const len = u32[h + 2];
@@ -67,11 +71,10 @@ export interface LocateFields {
   readonly seq: string;
 }
 
-export function compileQuickLocate(g: PointerGeometry, fields: LocateFields): QuickLocate {
-  const source = `const segments = this.${fields.segments};${checkSource(g, 'want', 'mask', 'return -1;')}this.${fields.seg} = seg;
-this.${fields.seqWords} = u32;
-this.${fields.seq} = seq;
-return off;`;
+export function compileQuickLocate(g: PointerGeometry, fields: LocateFields, checked: boolean): QuickLocate {
+  const seqs = checked ? `this.${fields.seqWords} = u32;\nthis.${fields.seq} = seq;\n` : '';
+  const source = `const segments = this.${fields.segments};${checkSource(g, 'want', 'mask', 'return -1;', checked)}this.${fields.seg} = seg;
+${seqs}return off;`;
   return compileCached<QuickLocate>(['ptr', 'want', 'mask'], source);
 }
 
@@ -93,7 +96,13 @@ export function compileFieldAccess(
   schemaId: number,
   fieldName: string,
   inline: InlineRead | undefined,
+  checked: boolean,
 ): FieldAccessCode {
+  // Checked (a read-only open, see ReadState.checkReads): the change sequence is loaded again after
+  // the read (checkSource loaded it first); a read that met a writer's change, or failed because of
+  // one, is made again by `slow`, which retries.
+  const settled = `Atomics.load(u32, ${SEQ_WORD}) === seq`;
+  const give = checked ? `if (${settled}) return value;\nreturn slow(ptr);` : 'return value;';
   // A scalar field of a record with all the schema's fields is read in place: the schema id and
   // the record's field count are one u32 after the header, so one comparison checks both.
   const direct =
@@ -104,24 +113,25 @@ const o = off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX};
 const view = seg.view;
 const buf = seg.buf;
 ${inline.source}
-if (Atomics.load(u32, ${SEQ_WORD}) === seq) return value;
-return slow(ptr);
+${give}
 }
 `;
+  const read = `read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX})`;
   // The field's name makes the code of each field its own, so each call of `read` stays monomorphic.
-  // The change sequence is loaded again after the read (checkSource loaded it first): a read that
-  // met a writer's change, or failed because of one, is made again by `slow`, which retries.
   const source = `const FIELD = ${JSON.stringify(fieldName)};
-${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);')}
+${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);', checked)}
 ${direct}if ((u32[h + 4] & 0xffff) !== ${schemaId}) return slow(ptr);
-let value;
+${
+  checked
+    ? `let value;
 try {
-  value = read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX});
+  value = ${read};
 } catch (err) {
-  if (Atomics.load(u32, ${SEQ_WORD}) === seq) throw err;
+  if (${settled}) throw err;
   return slow(ptr);
 }
-if (Atomics.load(u32, ${SEQ_WORD}) === seq) return value;
-return slow(ptr);`;
+${give}`
+    : `return ${read};`
+}`;
   return compileCached<FieldAccessCode>(['ptr', 'segments', 'read', 'slow'], source);
 }

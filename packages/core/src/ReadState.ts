@@ -10,6 +10,12 @@ import type { Segment } from './Segment';
 export abstract class ReadState {
   /** @internal True once the pile is closed. */
   closed = false;
+  /**
+   * @internal Whether reads load the change sequences (ChangeSeq.ts): only where another process
+   * may change records while this one reads them. A read-only open does; a writable open holds the
+   * directory lock, so it is the only writer and its own reads never meet a change.
+   */
+  checkReads = false;
 
   // Scratch of the last resolve(): the head block, and the block holding the data (== head unless
   // linked). Fields rather than a result object: resolve() runs on every read and allocates
@@ -39,7 +45,31 @@ export abstract class ReadState {
    * sequences (ChangeSeq.ts): a value read meanwhile is whole and an error it raised is real.
    * @internal
    */
+  /** @internal Forgets the change sequences of the last read (a read that touches no segment compares these). */
+  clearSeqs(): void {
+    this.sU32 = NO_SEQ_WORDS;
+    this.sSeq = 0;
+    this.bU32 = NO_SEQ_WORDS;
+    this.bSeq = 0;
+  }
+
+  /**
+   * @internal The head block's change sequence, before the read: a plain load (a compiler may only
+   * merge it with an earlier load of the word, which is as good; V8 keeps it before the loads after it).
+   */
+  seqBefore(u32: Uint32Array): void {
+    this.sU32 = u32;
+    this.sSeq = u32[SEQ_WORD]!;
+  }
+
+  /** @internal The body block's change sequence, before the body is read (see seqBefore). */
+  bodySeqBefore(u32: Uint32Array): void {
+    this.bU32 = u32;
+    this.bSeq = u32[SEQ_WORD]!;
+  }
+
   readSettled(): boolean {
+    if (!this.checkReads) return true;
     const s = this.sSeq;
     const b = this.bSeq;
     return ((s | b) & 1) === 0 && Atomics.load(this.sU32, SEQ_WORD) === s && Atomics.load(this.bU32, SEQ_WORD) === b;

@@ -28,7 +28,7 @@ import {
   word1,
 } from './BlockFormat';
 import { Catalog } from './Catalog';
-import { NO_SEQ_WORDS, SEQ_WORD, beginChange, endChange } from './ChangeSeq';
+import { SEQ_WORD, beginChange, endChange } from './ChangeSeq';
 import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { replaceRecord } from './Journal';
@@ -138,7 +138,8 @@ export abstract class RecordStore extends ReadState {
     this.fmt = fmt;
     this.typedWordMask = ~(GEN_MASK & ~fmt.tagMask) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
-    this.quickLocate = setup.verifyOnRead ? () => -1 : compileQuickLocate(fmt, LOCATE_FIELDS);
+    this.checkReads = setup.readonly;
+    this.quickLocate = setup.verifyOnRead ? () => -1 : compileQuickLocate(fmt, LOCATE_FIELDS, this.checkReads);
     this.alloc = new Allocator(
       this.segments,
       fmt,
@@ -194,6 +195,7 @@ export abstract class RecordStore extends ReadState {
    * @throws PILE_CLOSED
    */
   get<T = unknown>(ptr: PilePointer): T {
+    if (!this.checkReads) return this.getOnce(ptr) as T;
     // The first attempt written out; a read that met a change (or failed) is left to reread().
     try {
       const value = this.getOnce(ptr);
@@ -354,8 +356,7 @@ export abstract class RecordStore extends ReadState {
 
   /** @internal */
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
-    // An unlinked record (no verifyOnRead): quickLocate, which loads the change sequence, checked
-    // again once after the decode; anything else, and a read that met a change, goes to reread().
+    // An unlinked record: quickLocate (+ the change sequence, checked once after the decode); else reread().
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
     if (off >= 0) {
       const { hSeg: seg, sSeq: seq } = this;
@@ -365,10 +366,10 @@ export abstract class RecordStore extends ReadState {
         try {
           value = codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, u32[(off >>> 2) + 2]! - TYPED_PREFIX);
         } catch (err) {
-          if (Atomics.load(u32, SEQ_WORD) === seq) throw err;
+          if (!this.checkReads || Atomics.load(u32, SEQ_WORD) === seq) throw err;
           return this.reread(this.typedOnce, ptr, id, codec.decode);
         }
-        if (Atomics.load(u32, SEQ_WORD) === seq) return value;
+        if (!this.checkReads || Atomics.load(u32, SEQ_WORD) === seq) return value;
       }
     }
     return this.reread(this.typedOnce, ptr, id, codec.decode);
@@ -512,10 +513,8 @@ export abstract class RecordStore extends ReadState {
 
   /** resolve() that answers false for a stale pointer instead of throwing. */
   protected tryResolve(ptr: PilePointer, follow = true): boolean {
-    this.sU32 = NO_SEQ_WORDS;
-    this.sSeq = 0;
-    this.bU32 = NO_SEQ_WORDS;
-    this.bSeq = 0;
+    const checked = this.checkReads;
+    if (checked) this.clearSeqs();
     if (typeof ptr !== 'number' || !(ptr > 0 && ptr <= Number.MAX_SAFE_INTEGER) || Math.floor(ptr) !== ptr) {
       throw new PileError('PILE_INVALID_POINTER', `${String(ptr)} is not a pile pointer`);
     }
@@ -533,8 +532,7 @@ export abstract class RecordStore extends ReadState {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);
     }
     const u32 = seg.u32;
-    this.sU32 = u32;
-    this.sSeq = Atomics.load(u32, SEQ_WORD); // before anything of the block is read: see readSettled()
+    if (checked) this.seqBefore(u32); // before anything of the block is read: see readSettled()
     const h = off >>> 2;
     const w = u32[h + 1]!;
     this.hSeg = seg;
@@ -583,8 +581,7 @@ export abstract class RecordStore extends ReadState {
     const bSeg = this.segments[segIdx]?.use();
     const bOff = target - segIdx * this.segmentSize;
     if (bSeg === undefined || bOff < SEGMENT_HEADER_SIZE || (bOff & 7) !== 0 || bOff > this.segmentSize - 32) return false;
-    this.bU32 = bSeg.u32;
-    this.bSeq = Atomics.load(bSeg.u32, SEQ_WORD); // before the body's header is read
+    if (this.checkReads) this.bodySeqBefore(bSeg.u32); // before the body's header is read
     const bw = bSeg.u32[(bOff >>> 2) + 1]!;
     if (stateOf(bw) !== STATE_USED || (flagsOf(bw) & FLAG_BODY) === 0 || !this.alloc.saneSize(bOff, bSeg.u32[bOff >>> 2]!)) return false;
     this.dSeg = bSeg;

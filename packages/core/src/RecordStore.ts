@@ -469,7 +469,8 @@ export abstract class RecordStore extends ReadState {
     const seg = this.segments[segIdx]!.use();
     const off = addr - segIdx * this.segmentSize;
     const w = seg.u32[(off >>> 2) + 1]!;
-    const began = beginChange(seg.u32);
+    // No reader can hold a journal block (no pointer names one): its release is not marked.
+    const began = kindOf(w) !== KIND_JOURNAL && beginChange(seg.u32);
     try {
       if (this.recovering) {
         // Free lists are not built yet: only mark it; rebuild() links and merges it. A damaged

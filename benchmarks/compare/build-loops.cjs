@@ -20,6 +20,17 @@ module.exports = function make(root) {
   const mv = mp.schema('product', ProductSchema);
   const mptrs = new Float64Array(M);
   for (let i = 0; i < M; i++) mptrs[i] = mv.put(product(i));
+  // The same records read through a read-only open of a copy (a read-only open may not sit beside
+  // the writer above): its reads check the change sequence (docs/concurrency.md, "Checked reads").
+  const roDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pair-ro-'));
+  process.on('exit', () => fs.rmSync(roDir, { recursive: true, force: true }));
+  const rw = core.openPile({ dir: roDir });
+  const rwv = rw.schema('product', ProductSchema);
+  const roPtrs = new Float64Array(M);
+  for (let i = 0; i < M; i++) roPtrs[i] = i % 2 === 0 ? rwv.put(product(i)) : rw.put(product(i));
+  rw.close();
+  const ro = core.openPile({ dir: roDir, readonly: true });
+  const rov = ro.schema('product', ProductSchema);
   const order = new Uint32Array(1000000);
   let s = 12345;
   for (let i = 0; i < order.length; i++) {
@@ -75,6 +86,32 @@ module.exports = function make(root) {
     }
     return performance.now() - t;
   }
+  function roTypedGet() {
+    const t = performance.now();
+    for (let i = 0; i < 300000; i++) {
+      const j = order[i] & ~1;
+      const v = rov.get(roPtrs[j]);
+      if (v.id !== j) throw new Error('bad');
+      sink += v.price;
+    }
+    return performance.now() - t;
+  }
+  function roGenericGet() {
+    const t = performance.now();
+    for (let i = 0; i < 300000; i++) {
+      const j = order[i] | 1;
+      if (j >= M) continue;
+      const v = ro.get(roPtrs[j]);
+      if (v.id !== j) throw new Error('bad');
+      sink += v.price;
+    }
+    return performance.now() - t;
+  }
+  function roField() {
+    const t = performance.now();
+    for (let i = 0; i < 300000; i++) sink += rov.field(roPtrs[order[i] & ~1], 'price');
+    return performance.now() - t;
+  }
   function cacheGet() {
     const t = performance.now();
     for (let i = 0; i < 300000; i++) {
@@ -106,6 +143,9 @@ module.exports = function make(root) {
     r.genericGet = N / genGet(p);
     p.close();
     r.mappedGet = 300000 / mappedGet();
+    r.roTypedGet = 300000 / roTypedGet();
+    r.roGenericGet = 300000 / roGenericGet();
+    r.roField = 300000 / roField();
     r.cacheGet = 300000 / cacheGet();
     r.cachePut = 100000 / cachePut();
     if (sink === -1) console.log(sink); // keeps the reads from being optimised away

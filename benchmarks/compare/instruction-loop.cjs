@@ -118,5 +118,8 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   };
   replace(W);
   replace(N);
-} else throw new Error(`unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut or cachePut`);
+} else
+  throw new Error(
+    `unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut or cachePut`,
+  );
 if (sink === -1) console.log(sink);

@@ -1,7 +1,8 @@
 // Compares builds of this repository in ONE process: node benchmarks/compare/compare-builds.cjs ROUNDS ROOT1 ROOT2 ...
 // Each ROOT is a built checkout (packages/*/dist and benchmarks/dist present). Every round runs each build's loops
 // (build-loops.cjs) in a rotating order; a figure is the median over rounds of build_i / build_1 in the same round,
-// so a machine that slows down for seconds at a time slows both sides of a ratio alike. See docs/benchmarks.md.
+// so a machine that slows down for seconds at a time slows both sides of a ratio alike. COMPARE_CLOCK=cpu times
+// by the process's CPU time instead of the wall clock (build-loops.cjs). See docs/benchmarks.md.
 const fs = require('fs');
 const os = require('os');
 const path = require('path');

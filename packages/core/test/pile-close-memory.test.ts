@@ -16,6 +16,20 @@ function rss(): { file: number; anon: number } {
   return { file: kb('RssFile'), anon: kb('RssAnon') };
 }
 
+/** The file's text, or undefined where it does not exist. */
+function readIf(file: string): string | undefined {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Anonymous memory of this process backed by transparent huge pages, in bytes (Linux). */
+function hugeBytes(): number {
+  return Number(/^AnonHugePages:\s+(\d+) kB/m.exec(readIf('/proc/self/smaps_rollup') ?? '')?.[1] ?? NaN) * 1024;
+}
+
 describe('closing a pile returns its memory', function () {
   this.timeout(60_000);
   let tmp: string;
@@ -52,6 +66,25 @@ describe('closing a pile returns its memory', function () {
     const open = rss().anon;
     pile.close();
     expect(open - rss().anon).to.be.greaterThan(64 * MiB);
+  });
+
+  it('in memory: a segment past its first 2 MiB is backed by huge pages where the kernel gives them on request, and returns them at close', function () {
+    // THP mode `madvise` (Linux's default, and this machine's) gives huge pages only to ranges that
+    // ask (MADV_HUGEPAGE, see Segment.inMemory); `never`, or no THP at all, gives none to anyone.
+    const mode = /\[(\w+)\]/.exec(readIf('/sys/kernel/mm/transparent_hugepage/enabled') ?? '')?.[1];
+    if ((mode !== 'madvise' && mode !== 'always') || readIf('/proc/self/smaps_rollup') === undefined) this.skip();
+    const small = openPile({ segmentSize: 16 * MiB });
+    const before = hugeBytes();
+    // Less than the first chunk that the writer populates ahead: only 4 KiB pages.
+    small.put(Buffer.alloc(512 * 1024, 1));
+    expect(hugeBytes() - before).to.equal(0);
+    small.close();
+    const pile = openPile({ segmentSize: 16 * MiB });
+    fill(pile, 12 * MiB);
+    const open = hugeBytes();
+    expect(open - before).to.be.at.least(4 * MiB);
+    pile.close();
+    expect(open - hugeBytes()).to.be.at.least(4 * MiB);
   });
 
   it('compact() unmaps the segments it releases', () => {

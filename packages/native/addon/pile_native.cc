@@ -1064,6 +1064,12 @@ class PileNative : public Napi::Addon<PileNative> {
     advice.Set("SEQUENTIAL", MADV_SEQUENTIAL);
     advice.Set("WILLNEED", MADV_WILLNEED);
     advice.Set("DONTNEED", MADV_DONTNEED);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    advice.Set("HUGEPAGE", MADV_HUGEPAGE);
+#else
+    // No transparent huge pages to ask for: the advice that changes nothing.
+    advice.Set("HUGEPAGE", MADV_NORMAL);
+#endif
     Napi::Object mutex = Napi::Object::New(env);
     mutex.Set("LOCKED", kLocked);
     mutex.Set("OWNER_DEAD", kOwnerDead);

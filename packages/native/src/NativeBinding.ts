@@ -268,6 +268,12 @@ export interface NativeBinding {
     readonly SEQUENTIAL: number;
     readonly WILLNEED: number;
     readonly DONTNEED: number;
+    /**
+     * MADV_HUGEPAGE: the range may be backed by transparent huge pages (2 MiB on x86-64) where
+     * the kernel's THP mode is `madvise` or `always`; advise throws EINVAL on a kernel built
+     * without them. MADV_NORMAL (no change) on platforms without the advice.
+     */
+    readonly HUGEPAGE: number;
   };
   readonly pageSize: number;
   /**

@@ -184,6 +184,30 @@ describe('native mappings', () => {
     m.unmap();
   });
 
+  it('ADVICE.HUGEPAGE is MADV_HUGEPAGE on Linux and marks an anonymous range for huge pages', function () {
+    if (process.platform !== 'linux') {
+      expect(native.ADVICE.HUGEPAGE).to.equal(native.ADVICE.NORMAL);
+      return;
+    }
+    expect(native.ADVICE.HUGEPAGE).to.equal(14);
+    const m = new native.Mapping(-1, 8 * MiB, 0, true);
+    try {
+      m.advise(0, 8 * MiB, native.ADVICE.HUGEPAGE);
+    } catch (err) {
+      // A kernel built without transparent huge pages refuses the advice.
+      expect(err).to.have.property('code', 'EINVAL');
+      this.skip();
+    }
+    // Where the kernel gives huge pages on request (THP mode `madvise`, Linux's default, or `always`),
+    // writing the range faults in 2 MiB pages.
+    const mode = /\[(\w+)\]/.exec(fs.readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8'))?.[1];
+    const huge = (): number => Number(/^AnonHugePages:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/smaps_rollup', 'utf8'))![1]) * 1024;
+    const before = huge();
+    m.buffer.fill(1);
+    if (mode === 'madvise' || mode === 'always') expect(huge() - before).to.be.at.least(2 * MiB);
+    m.unmap();
+  });
+
   it('reserve() allocates the whole file, or names the errno', () => {
     const file = path.join(tmp, 'r.bin');
     const fd = fs.openSync(file, 'w+');

@@ -138,7 +138,8 @@ export class Segment {
    * default THP mode, `madvise`, gives them only to ranges that ask). Random reads and writes over
    * a large pile (a cache table's slots and entries) otherwise miss the TLB on most accesses, and
    * a miss costs a page walk, which in a virtual machine walks two page tables: with 2 MiB pages
-   * a cache's replacing put took 7 to 12 % less time (docs/benchmarks.md, 2026-12-02). The first
+   * a cache's replacing put ran 3 to 12 % faster in one-process comparisons (docs/benchmarks.md,
+   * "Issue 13: the cache put", 2026-12-02). The first
    * 2 MiB keep 4 KiB pages, so a small pile commits only the pages it writes. A kernel without
    * THP refuses the advice, and the segment keeps 4 KiB pages.
    * @throws PILE_OUT_OF_SPACE when the memory can not be mapped

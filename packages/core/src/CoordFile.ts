@@ -94,12 +94,15 @@ export class CoordFile {
   /**
    * A read-write open: creates pile.coord if missing, then, under the exclusive init lock, lays it
    * out unless a live read-write opener has it (checked by its byte lock), and takes this
-   * process's byte lock for as long as the pile is open.
-   * @throws PILE_IO when the file can not be created, sized, locked or mapped (the message names it)
+   * process's byte lock for as long as the pile is open. Undefined, with nothing held, when this
+   * process can not map the file as shared memory (started with --jitless, which has no
+   * WebAssembly, or run under a tool that emulates mmap, such as valgrind): the pile opens without
+   * it (pile.lock still admits one writing process, so nothing depends on it yet).
+   * @throws PILE_IO when the file can not be created, sized or locked (the message names it)
    * @throws PILE_FORMAT_VERSION when a live process of another build uses another layout
    * @throws PILE_CORRUPT when pile.coord is not a regular file, or a live process's layout names another pile
    */
-  static openWriter(dir: string, segmentSize: number, pileId: number): CoordFile {
+  static openWriter(dir: string, segmentSize: number, pileId: number): CoordFile | undefined {
     const file = path.join(dir, COORD_FILE_NAME);
     let fd: number;
     try {
@@ -112,6 +115,7 @@ export class CoordFile {
     }
     let mapping: SharedMapping | undefined;
     let mutex: SharedMutex | undefined;
+    let unshared = false;
     try {
       checkRegular(fd, file);
       lockInit(fd, file);
@@ -120,12 +124,19 @@ export class CoordFile {
           const r = native.reserve(fd, COORD_SIZE);
           if (r !== 0) fs.ftruncateSync(fd, COORD_SIZE);
         }
-        mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
+        try {
+          mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
+          mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
+        } catch {
+          mutex?.close();
+          mapping?.unmap();
+          unshared = true;
+          return undefined;
+        }
         const u32 = new Uint32Array(mapping.buffer);
         const live = native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
         const first = !live || u32[COORD.READY >>> 2] !== 1;
         if (!first) checkHeader(u32, file, segmentSize, pileId);
-        mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
         if (first) layOut(u32, mutex, segmentSize, pileId);
         if (!native.ofdLock(fd, LOCK_WRITERS, 1, 'read', file)) {
           throw new PileError('PILE_IO', `can not take the writer byte lock of ${file} at offset ${LOCK_WRITERS}`);
@@ -133,6 +144,7 @@ export class CoordFile {
         return new CoordFile(file, fd, mapping, mutex, first);
       } finally {
         native.ofdLock(fd, LOCK_INIT, 1, 'unlock', file);
+        if (unshared) fs.closeSync(fd);
       }
     } catch (err) {
       mutex?.close();

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -120,31 +120,42 @@ describe('the coordination file (pile.coord)', function () {
   it('is laid out again when no live process has it, whatever it held', () => {
     fs.mkdirSync(dir, { recursive: true });
     fs.writeFileSync(path.join(dir, COORD_FILE_NAME), Buffer.alloc(5000, 0xab));
-    const a = CoordFile.openWriter(dir, 1 << 20, 5);
+    const a = CoordFile.openWriter(dir, 1 << 20, 5)!;
     expect(a.first).to.equal(true);
     expect(a.u32[COORD.PILE_ID >>> 2]).to.equal(5);
     expect(a.u32[COORD.MAGIC >>> 2]).to.equal(COORD_MAGIC);
     a.close();
     // Another pile id in the file, nobody holding it: laid out for the new one.
-    const b = CoordFile.openWriter(dir, 1 << 20, 6);
+    const b = CoordFile.openWriter(dir, 1 << 20, 6)!;
     expect(b.first).to.equal(true);
     expect(b.u32[COORD.PILE_ID >>> 2]).to.equal(6);
     b.close();
   });
 
   it('refuses a live layout of another pile or another version', () => {
-    const a = CoordFile.openWriter(dir, 1 << 20, 5);
+    const a = CoordFile.openWriter(dir, 1 << 20, 5)!;
     try {
       expectPileError(() => CoordFile.openWriter(dir, 1 << 20, 6), 'PILE_CORRUPT', 'pile id');
       a.u32[COORD.VERSION >>> 2] = COORD_VERSION + 1;
       expectPileError(() => CoordFile.openWriter(dir, 1 << 20, 5), 'PILE_FORMAT_VERSION', 'layout version');
       a.u32[COORD.VERSION >>> 2] = COORD_VERSION;
-      const b = CoordFile.openWriter(dir, 1 << 20, 5);
+      const b = CoordFile.openWriter(dir, 1 << 20, 5)!;
       expect(b.first, 'a second open in this process joins the live layout').to.equal(false);
       b.close();
     } finally {
       a.close();
     }
+  });
+
+  it('is left aside by a process that can not map it as shared memory (--jitless): the pile opens and writes without it', () => {
+    const dist = JSON.stringify(path.join(__dirname, '..', 'dist', 'index.js'));
+    const script = `const { openPile } = require(${dist}); const p = openPile({ dir: process.argv[1], segmentSize: 1 << 20 }); const q = p.put('no wasm'); p.close(); process.stdout.write(String(q));`;
+    const r = spawnSync(process.execPath, ['--jitless', '-e', script, dir], { encoding: 'utf8' });
+    expect(r.status, r.stderr).to.equal(0);
+    const pile = openPile({ dir });
+    expect(pile.get(Number(r.stdout) as never)).to.equal('no wasm');
+    expect(pile.lastRecovery.ran, 'closed cleanly').to.equal(false);
+    pile.close();
   });
 
   it('is laid out exactly once by four processes opening it at the same time, and their mutex is one', async () => {
@@ -157,7 +168,7 @@ describe('the coordination file (pile.coord)', function () {
     expect(readCoord(dir).u32[COUNTER_WORD]).to.equal(4 * count);
     expect(await Promise.all(children.map((c) => c.end()))).to.deep.equal([0, 0, 0, 0]);
     // All closed: the next opener lays it out again.
-    const next = CoordFile.openWriter(dir, 1 << 20, 77);
+    const next = CoordFile.openWriter(dir, 1 << 20, 77)!;
     expect(next.first).to.equal(true);
     next.close();
   });

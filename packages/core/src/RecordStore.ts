@@ -66,10 +66,8 @@ const TYPED_BOUND_LIMIT = 4096;
  * (`seg`, the segment of the block it found) on the store it is called on: see compileQuickLocate.
  * Checked against the class, so that renaming either field without this fails to compile.
  */
-export const LOCATE_FIELDS = { segments: 'segments', seg: 'hSeg', seqWords: 'sU32', seq: 'sSeq' } as const satisfies Record<
-  string,
-  keyof RecordStore
->;
+type Field = keyof RecordStore;
+export const LOCATE_FIELDS = { segments: 'segments', seg: 'hSeg', seqWords: 'sU32', seq: 'sSeq' } as const satisfies Record<string, Field>;
 
 /** What a RecordStore is made with: the pile's geometry and files, opened by the pile. */
 export interface RecordStoreSetup {
@@ -356,20 +354,25 @@ export abstract class RecordStore extends ReadState {
 
   /** @internal */
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
-    // An unlinked record: quickLocate (+ the change sequence, checked once after the decode); else reread().
+    if (this.checkReads) return this.getTypedChecked(ptr, id, codec);
+    // An unlinked record (no verifyOnRead) is decided by one comparison of the header word (quickLocate).
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
-    if (off >= 0) {
-      const { hSeg: seg, sSeq: seq } = this;
-      const u32 = seg.u32;
-      if ((u32[(off >>> 2) + 4]! & 0xffff) === id) {
-        let value: unknown;
-        try {
-          value = codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, u32[(off >>> 2) + 2]! - TYPED_PREFIX);
-        } catch (err) {
-          if (!this.checkReads || Atomics.load(u32, SEQ_WORD) === seq) throw err;
-          return this.reread(this.typedOnce, ptr, id, codec.decode);
-        }
-        if (!this.checkReads || Atomics.load(u32, SEQ_WORD) === seq) return value;
+    const seg = this.hSeg;
+    if (off >= 0 && (seg.u32[(off >>> 2) + 4]! & 0xffff) === id)
+      return codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, seg.u32[(off >>> 2) + 2]! - TYPED_PREFIX);
+    return this.typedOnce(ptr, id, codec.decode);
+  }
+
+  /** getTyped of a read-only open: the change sequence quickLocate loaded is loaded again once after the decode. */
+  private getTypedChecked(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
+    const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
+    const { hSeg: seg, sSeq: seq } = this;
+    if (off >= 0 && (seg.u32[(off >>> 2) + 4]! & 0xffff) === id) {
+      try {
+        const value = codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, seg.u32[(off >>> 2) + 2]! - TYPED_PREFIX);
+        if (Atomics.load(seg.u32, SEQ_WORD) === seq) return value;
+      } catch (err) {
+        if (Atomics.load(seg.u32, SEQ_WORD) === seq) throw err;
       }
     }
     return this.reread(this.typedOnce, ptr, id, codec.decode);

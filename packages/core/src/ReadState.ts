@@ -40,11 +40,6 @@ export abstract class ReadState {
   /** @internal */
   bSeq = 0;
 
-  /**
-   * Whether nothing changed the blocks the last resolve() named since it loaded their change
-   * sequences (ChangeSeq.ts): a value read meanwhile is whole and an error it raised is real.
-   * @internal
-   */
   /** @internal Forgets the change sequences of the last read (a read that touches no segment compares these). */
   clearSeqs(): void {
     this.sU32 = NO_SEQ_WORDS;
@@ -68,6 +63,11 @@ export abstract class ReadState {
     this.bSeq = u32[SEQ_WORD]!;
   }
 
+  /**
+   * Whether nothing changed the blocks the last resolve() named since it loaded their change
+   * sequences (ChangeSeq.ts): a value read meanwhile is whole and an error it raised is real.
+   * @internal
+   */
   readSettled(): boolean {
     if (!this.checkReads) return true;
     const s = this.sSeq;

@@ -8,9 +8,9 @@ const path = require('path'),
 // process waits for a core drops out of the figure, while work done for the loop on other threads
 // (a pool job faulting pages in, a GC helper) still counts.
 const cpuClock = process.env.COMPARE_CLOCK === 'cpu';
-// NO_RO=1 leaves out the read-only open and its loops: with it, a process holds a read-only pile
-// beside the writable ones, whose generated pointer check and field reads differ (they check the
-// change sequence), and that alone moves the writable typed get and field() (docs/benchmarks.md).
+// NO_RO=1 leaves out the read-only open and its loops: a read-only pile (whose reads check the
+// change sequence) in the same process slows the writable piles' typed get and field(), for a
+// reason not yet found (docs/benchmarks.md).
 /** Milliseconds: the wall clock, or the process's CPU time (see COMPARE_CLOCK). */
 const now = cpuClock
   ? () => {

@@ -14,6 +14,7 @@
 //   delPut      delete + generic put of the same Product, on 100 k stored
 //   cachePut    replacing puts of random keys of a durable typed cache table of 200 k Products
 //               (as compare-builds.cjs's cache put)
+//   cacheGet    gets of random keys of the same table (every one a hit)
 const path = require('path');
 const [root, op, nStr] = process.argv.slice(2);
 const N = Number(nStr);
@@ -101,7 +102,7 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   const f = op === 'genericGet' ? genericGet : delPut;
   f(pile, W);
   f(pile, N);
-} else if (op === 'cachePut') {
+} else if (op === 'cachePut' || op === 'cacheGet') {
   const cacheMod = require(path.join(root, 'packages/cache/dist/index.js'));
   const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
   const K = 200000;
@@ -116,10 +117,17 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
       table.put(keys[s % K], product(s % K));
     }
   };
-  replace(W);
-  replace(N);
+  const read = (n) => {
+    for (let i = 0; i < n; i++) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      sink += table.get(keys[s % K]).id;
+    }
+  };
+  const run = op === 'cachePut' ? replace : read;
+  run(W);
+  run(N);
 } else
   throw new Error(
-    `unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut or cachePut`,
+    `unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut or cacheGet`,
   );
 if (sink === -1) console.log(sink);

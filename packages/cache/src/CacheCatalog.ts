@@ -27,6 +27,14 @@ export interface Catalog {
 export function loadCatalog(pile: Pile): { catalog: Catalog; ptr: PilePointer | undefined } {
   const ptr = pile.getRoot(CACHE_ROOT);
   if (ptr === undefined) return { catalog: { v: CATALOG_VERSION, open: false, nextId: 1, tables: [] }, ptr };
+  return { catalog: readCatalog(pile, ptr), ptr };
+}
+
+/**
+ * The catalog record at `ptr` (a checked read in a read-only open: a whole version of it).
+ * @throws PILE_CORRUPT, PILE_FORMAT_VERSION as {@link loadCatalog}
+ */
+export function readCatalog(pile: Pile, ptr: PilePointer): Catalog {
   const text = pile.get<unknown>(ptr);
   let c: Catalog | null = null;
   try {
@@ -50,5 +58,5 @@ export function loadCatalog(pile: Pile): { catalog: Catalog; ptr: PilePointer | 
   ) {
     throw new PileError('PILE_CORRUPT', `cache catalog (root '${CACHE_ROOT}', pointer ${ptr}) is malformed`);
   }
-  return { catalog: c, ptr };
+  return c;
 }

@@ -2,6 +2,13 @@ import type { Pile, PilePointer } from '@pile/core';
 import type { KeyCodec } from './KeyCodec';
 import type { PileMemory } from './PileMemory';
 
+/** Where a table's index is, as the cache catalog says (TableMeta's fields of the same names). */
+export interface StoredIndex {
+  capacity: number;
+  chunkSlots: number;
+  chunks: number[];
+}
+
 /** What a table needs from the cache that owns it (internal). */
 export interface CacheHost {
   readonly pile: Pile;
@@ -24,6 +31,13 @@ export interface CacheHost {
    * that finds the pile full does. False when there was nothing to free.
    */
   makeRoom(): boolean;
+  /**
+   * The index of table `id` as the pile's cache catalog names it now (a checked read of the catalog
+   * record): what a read-only open re-reads when the writer gave the table a new index.
+   * Undefined when the table was dropped.
+   * @throws PILE_CORRUPT, PILE_LOCKED
+   */
+  storedIndex(id: number): StoredIndex | undefined;
   /** Persists the catalog (table list, capacities, chunk pointers) with a crash-atomic pile.set. */
   saveCatalog(): void;
 }

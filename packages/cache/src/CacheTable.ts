@@ -1,4 +1,4 @@
-import { PileError, type CompiledSchema, type PilePointer } from '@pile/core';
+import { PileError, beginChange, clearDeadMark, endChange, type CompiledSchema, type PilePointer } from '@pile/core';
 import type { CacheHost } from './CacheHost';
 import {
   E_CREATED,
@@ -39,6 +39,8 @@ import { SPECULATIVE_PROBES, growForCollision, makeRoomForInsert, probeLimit, sh
 import type { TableMeta } from './TableState';
 import type { GetOptions, PutOptions, PutResult, TableHook, TableStats } from './TableTypes';
 import { walkTable, type WalkedTable } from './TableIteration';
+import { readChecked, UNKNOWN_VERSION, type CheckedTable } from './CheckedRead';
+import { detachedSeqWords, seqWordsOf } from './TableSeqlock';
 import { ValueCodec } from './ValueCodec';
 
 // What a put does, in the low two bits of decide()'s result (slot * 4 + outcome; -1: collision).
@@ -58,9 +60,17 @@ function closedTable(name: string): PileError {
  * functions of its state (TableState): resizing (TableResize), eviction choice (Eviction), expiry
  * sweeps, count and rejuvenate (TableExpiry), its blocks (TableBlocks) and recovery (CacheRecovery).
  */
-export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
+export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, CheckedTable {
   /** @internal */ idx: SlotIndex;
   /** @internal */ header: Float64Array;
+  /** @internal */ seqWords: Uint32Array;
+  /**
+   * @internal True when another process may change the table while this one reads it: a read-only
+   * pile (CheckedRead). A writable open is the one writer of its pile: its reads never meet a change.
+   */
+  readonly checked: boolean;
+  /** @internal The table version (TableSeqlock) `idx` was read at: checked reads only. */
+  idxVersion = UNKNOWN_VERSION;
   /** @internal */ values: ValueCodec<V>;
   /** @internal */ readonly entryTag: number;
   /** @internal */ readonly speculative: boolean;
@@ -84,6 +94,11 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
     this.entryTag = tagOf(TAG_ENTRY, meta.id);
     this.speculative = meta.options.collisionMode === 'speculative';
     this.idx = SlotIndex.open(host.pile, meta.capacity, meta.chunkSlots, meta.chunks as PilePointer[]);
+    this.seqWords = seqWordsOf(host.pile, meta.header, meta.name);
+    this.checked = host.readonly;
+    // A writer that died in the middle of a change of the index left the seqlock odd: its repair is
+    // recovery's, and readers must stop waiting.
+    if (!host.readonly) clearDeadMark(this.seqWords);
   }
 
   /** The table's name. */
@@ -201,6 +216,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
     }
     const host = this.host;
     host.keys.prepare(key);
+    if (this.checked) return this.countRead(readChecked(this, maxAge, true)) as V | undefined;
     const hook = this.hook;
     const i = hook === undefined || hook.serving ? this.find() : -1;
     const h = this.header;
@@ -253,6 +269,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
   has(key: CacheKey): boolean {
     this.check();
     this.host.keys.prepare(key);
+    if (this.checked) return readChecked(this, -1, false) !== undefined;
     const hook = this.hook;
     if (hook !== undefined && !hook.serving) return false;
     const i = this.find();
@@ -369,6 +386,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
     this.dropped = true;
     // Let go of the pile's memory: the core unmaps a segment only once nothing references it.
     this.header = new Float64Array(HEADER_WORDS);
+    this.seqWords = detachedSeqWords();
     this.idx = undefined as unknown as SlotIndex;
   }
 
@@ -381,6 +399,12 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
   belowEpoch(hook: TableHook): boolean {
     const mem = this.host.mem;
     return mem.view.getFloat64(mem.off + E_SEQ, true) < hook.epoch;
+  }
+
+  /** A checked read's result, counted as a hit or a miss in this process's counters. */
+  private countRead(value: unknown): unknown {
+    this.header[value === undefined ? S_MISSES : S_HITS]!++;
+    return value;
   }
 
   /** @internal @throws PILE_CLOSED when the cache is closed or the table dropped */
@@ -532,7 +556,12 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V> {
     const h = this.header;
     h[H_COUNT]!--;
     if (idx.expiry(i) !== 0) h[H_EXPIRING]!--;
+    // Entries move back one by one: a reader in another process could miss one that moves past
+    // it, so the table's seqlock is odd meanwhile (TableSeqlock). The record is freed after.
+    const w = this.seqWords;
+    const began = beginChange(w);
     idx.shiftOut(i);
+    endChange(w, began);
     this.host.pile.delete(p as PilePointer);
   }
 

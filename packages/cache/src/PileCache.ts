@@ -1,6 +1,6 @@
 import { type Pile, PileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PilePointer } from '@pile/core';
-import { CACHE_ROOT, loadCatalog, type Catalog } from './CacheCatalog';
-import type { CacheHost } from './CacheHost';
+import { CACHE_ROOT, loadCatalog, readCatalog, type Catalog } from './CacheCatalog';
+import type { CacheHost, StoredIndex } from './CacheHost';
 import { resolveCacheOptions, type CacheBehaviourOptions, type CacheOptions, type CacheOverPileOptions } from './CacheOptions';
 import { CacheTable } from './CacheTable';
 import { recoverCache } from './CacheRecovery';
@@ -121,7 +121,8 @@ export class PileCache implements CacheHost {
     if (typeof name !== 'string' || name === '' || name.length > MAX_NAME_LENGTH) {
       throw invalidOption('name', `a table name must be a non-empty string of at most ${MAX_NAME_LENGTH} characters`);
     }
-    const existing = this.byName.get(name) as CacheTable<V> | undefined;
+    let existing = this.byName.get(name) as CacheTable<V> | undefined;
+    if (existing === undefined && this.readonly) existing = this.tableMadeSince(name) as CacheTable<V> | undefined;
     if (existing !== undefined) return this.reopenTable(existing, options);
     this.writable();
     const { resolved, initialCapacity } = resolveTableOptions(options as TableOptions<unknown>);
@@ -319,6 +320,26 @@ export class PileCache implements CacheHost {
       if (!(err instanceof PileError) || err.code !== 'PILE_OUT_OF_SPACE') throw err;
     }
     return this.withRoom(() => this.pile.putRaw(bytes, tag));
+  }
+
+  /** @internal */
+  storedIndex(id: number): StoredIndex | undefined {
+    const catalog = this.catalogPtr === undefined ? loadCatalog(this.pile).catalog : readCatalog(this.pile, this.catalogPtr);
+    return catalog.tables.find((m) => m.id === id);
+  }
+
+  /**
+   * A read-only cache: the table `name` that the pile's writer (another process) created after this
+   * open, opened; undefined when the catalog has none of that name.
+   */
+  private tableMadeSince(name: string): CacheTable<unknown> | undefined {
+    const loaded = loadCatalog(this.pile);
+    const meta = loaded.catalog.tables.find((m) => m.name === name);
+    if (meta === undefined) return undefined;
+    this.catalogPtr = loaded.ptr;
+    const t = this.openTable(meta, undefined);
+    this.byName.set(name, t);
+    return t;
   }
 
   /** @internal */

@@ -25,6 +25,14 @@ export class PileMemory {
     this.len = pile.rawLength;
   }
 
+  /**
+   * Whether the record of the last {@link locate} was not changed since it was located (the core's
+   * check of a raw read, Pile.rawSettled): always true for a writable pile.
+   */
+  settled(): boolean {
+    return this.pile.rawSettled();
+  }
+
   /** The record's checksum check (Pile.checkRecord): a PILE_CORRUPT error, or undefined when it holds. */
   fault(ptr: number): PileError | undefined {
     return this.pile.checkRecord(ptr as PilePointer);

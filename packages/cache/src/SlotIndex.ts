@@ -5,6 +5,8 @@ import type { PileMemory } from './PileMemory';
 
 /** Bytes per slot: f64 entry pointer, f64 expiresAt, u32 hash, i32 priority, side by side (one cache line per probe). */
 export const SLOT_BYTES = 24;
+/** What a checked {@link SlotIndex.find} answers when an entry it compared was changed meanwhile: read again. */
+export const FIND_AGAIN = -2;
 /** Slot pointer of a removed entry: probing goes on past it, an insert may reuse it. */
 export const TOMBSTONE = -1;
 const MAX_CHUNK_SLOTS = 1 << 20;
@@ -157,9 +159,12 @@ export class SlotIndex {
    * The slot holding the prepared key of `kc` within `limit` probes, or -1; on a hit, `mem` is
    * left on the entry's record. The hot path of every get and put (`npx -y pnpm@12.4.2 bench cache`):
    * the chunk and slot are computed once per probe here, not through the accessors.
+   * `checked` (a reader beside a writer in another process, CheckedRead): an entry whose key or
+   * tag did not match is checked to have been read whole, else the answer is {@link FIND_AGAIN}
+   * (a key torn by a writer's change must not make the reader pass its own entry by).
    * @throws PILE_CORRUPT when a slot points at a record that is not an entry tagged `entryTag`
    */
-  find(kc: KeyCodec, mem: PileMemory, entryTag: number, limit: number, table: string): number {
+  find(kc: KeyCodec, mem: PileMemory, entryTag: number, limit: number, table: string, checked = false): number {
     const hash = kc.hash;
     const cap = this.capacity;
     const shift = this.shift;
@@ -176,9 +181,11 @@ export class SlotIndex {
         const b = mem.buf;
         const v = mem.view;
         if (v.getUint32(o - RAW_PREFIX, true) !== entryTag) {
+          if (checked && !mem.settled()) return FIND_AGAIN;
           throw new PileError('PILE_CORRUPT', `cache table '${table}': slot ${i} points at a record (${p}) that is not one of its entries`);
         }
         if (kc.equals(b[o + E_KEY_TYPE]!, b, o + E_KEY, v.getUint32(o + E_KEY_LEN, true))) return i;
+        if (checked && !mem.settled()) return FIND_AGAIN;
       }
       if (++i === cap) i = 0;
     }

@@ -3,6 +3,7 @@ import { H_COUNT, H_EXPIRING, H_TOMBS, S_COLLISIONS, S_GROWS, S_SHRINKS, TAG_CHU
 import { EVICTION_SAMPLES } from './Eviction';
 import { SlotIndex } from './SlotIndex';
 import type { TableState } from './TableState';
+import { underSeqlock } from './TableSeqlock';
 
 /** Slots a speculative put or get probes at most. */
 export const SPECULATIVE_PROBES = 32;
@@ -95,6 +96,17 @@ export function rehash(t: TableState, capacity: number): boolean {
     if (err instanceof PileError && (err.code === 'PILE_OUT_OF_SPACE' || err.code === 'PILE_TOO_LARGE')) return false;
     throw err;
   }
+  // A reader in another process must not probe the index while its entries move, nor the old
+  // chunks once they are freed: the seqlock is odd until the end, the version tells it to re-read
+  // the chunk list (TableSeqlock).
+  return underSeqlock(t.seqWords, true, () => moveInto(t, old, next, capacity));
+}
+
+/** The body of {@link rehash} under the table's seqlock. */
+function moveInto(t: TableState, old: SlotIndex, next: SlotIndex, capacity: number): boolean {
+  const host = t.host;
+  const pile = host.pile;
+  const meta = t.meta;
   const dropped: number[] = [];
   const moved = old.rehashInto(next, probeLimit(t, capacity), dropped);
   const before = { capacity: meta.capacity, chunks: meta.chunks };

@@ -27,6 +27,8 @@ export interface TableState {
   idx: SlotIndex;
   /** The header block's f64 words (EntryFormat's H_ and S_ constants). */
   readonly header: Float64Array;
+  /** The seqlock and table version in the header block, mapped in place (TableSeqlock). */
+  readonly seqWords: Uint32Array;
   readonly entryTag: number;
   readonly speculative: boolean;
   /** Stores so far in this process; after a failed grow (out of space), the next attempt waits for growRetryAt. */

@@ -76,6 +76,20 @@ export abstract class ReadState {
   }
 
   /**
+   * Whether the raw block the last {@link RecordStore.rawSeek} found was not changed since: true
+   * while no writer has changed a block of its segment since rawSeek loaded the segment's change
+   * sequence (docs/concurrency.md, "Checked reads"). Packages that read raw blocks in place
+   * (@pile/cache) call it after they have read what they need, and read again when it is false;
+   * an error the read raised is real only when this is true. Always true for a writable open, the
+   * only writer of its pile, whose reads never meet a change. One Atomics.load in a read-only open.
+   */
+  rawSettled(): boolean {
+    if (!this.checkReads) return true;
+    const s = this.sSeq;
+    return (s & 1) === 0 && Atomics.load(this.sU32, SEQ_WORD) === s;
+  }
+
+  /**
    * Makes the read `once(ptr, a, b)` until one attempt meets no change (readSettled), pausing
    * between attempts (ReadRetry); returns its value or throws its error.
    * @throws PILE_LOCKED when a writer stays in the middle of a change (see ReadRetry), else what `once` throws

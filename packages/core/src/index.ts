@@ -15,3 +15,6 @@ export { encodeGuard, reentrantError } from './EncodeGuard';
 export { genericValueFault, illFormedString, refuseFunction, unstorableValue } from './ValueCheck';
 export { RAW_PREFIX } from './BlockFormat';
 export { fmix32 } from './Checksum';
+// For packages that change blocks in place that readers in other processes read without a lock
+// (@pile/cache's table header): the seqlock of the segments' change sequence (docs/concurrency.md).
+export { SEQ_WORD, beginChange, endChange, clearDeadMark, ReadRetry } from './ChangeSeq';

@@ -21,6 +21,7 @@ import { decodeKey } from './KeyCodec';
 import { TOMBSTONE, type SlotIndex } from './SlotIndex';
 import { probeLimit } from './TableResize';
 import type { TableState } from './TableState';
+import { underSeqlock } from './TableSeqlock';
 
 /** Progress callback of a cache's open (see CacheBehaviourOptions.onProgress). */
 export type ProgressCallback = ((p: { phase: string; done: number; total: number }) => void) | undefined;
@@ -35,7 +36,9 @@ export function recoverCache(pile: Pile, tables: TableState[], progress: Progres
   const byId = new Map<number, TableState>();
   let tablesDone = 0;
   for (const t of tables) {
-    recoverIndex(t);
+    // Slots become tombstones and duplicates go: a reader in another process (once one may run
+    // beside a writer's open) must not probe meanwhile, and re-reads the index after (TableSeqlock).
+    underSeqlock(t.seqWords, true, () => recoverIndex(t));
     byId.set(t.meta.id, t);
     progress?.({ phase: 'cache-index', done: ++tablesDone, total: tables.length });
   }
@@ -148,6 +151,6 @@ function holdsEntry(t: TableState, ptr: number): boolean {
   const b = mem.buf;
   keys.prepare(decodeKey(b[o + E_KEY_TYPE]!, b, o + E_KEY, keyLength(mem)));
   const idx = t.idx;
-  const found = idx.find(keys, mem, t.entryTag, probeLimit(t, idx.capacity), t.meta.name);
+  const found = idx.find(keys, mem, t.entryTag, probeLimit(t, idx.capacity), t.meta.name, false);
   return found >= 0 && idx.ptr(found) === ptr;
 }

@@ -429,6 +429,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
       this.entryTag,
       this.speculative ? Math.min(SPECULATIVE_PROBES, cap) : cap,
       this.meta.name,
+      false,
     );
   }
 

@@ -164,7 +164,7 @@ export class SlotIndex {
    * (a key torn by a writer's change must not make the reader pass its own entry by).
    * @throws PILE_CORRUPT when a slot points at a record that is not an entry tagged `entryTag`
    */
-  find(kc: KeyCodec, mem: PileMemory, entryTag: number, limit: number, table: string, checked = false): number {
+  find(kc: KeyCodec, mem: PileMemory, entryTag: number, limit: number, table: string, checked: boolean): number {
     const hash = kc.hash;
     const cap = this.capacity;
     const shift = this.shift;

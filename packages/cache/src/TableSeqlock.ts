@@ -6,8 +6,10 @@ import { PileError, SEQ_WORD, beginChange, endChange, type Pile, type PilePointe
  *
  * Both live in f64 word 5 of the table's header block (bytes 40..47), which tables made before
  * left zero (no format change): the u32 at byte 40 is the seqlock, odd while the writer makes a
- * change a reader could see half made (a backward shift of the index, a resize or rehash); the u32 at byte 44 is the table version, moved on at the start of every
- * resize or rehash (a reader whose index is older re-reads the chunk list from the cache catalog).
+ * change a reader could see half made (a backward shift of the index, a resize or rehash, the
+ * recovery of the index); the u32 at byte 44 is the table version, moved on at the start of every
+ * resize, rehash or recovery (a reader whose index is older re-reads the chunk list from the cache
+ * catalog).
  * A put into a free slot or over the key's own slot, and a tombstone, are single stores that a
  * reader sees whole: they are not marked, so a put costs what it did.
  *

@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
+import { isPileError } from '@pile/core';
 import { openCache } from '../src';
 
 // Issue 17's "cache under contention" bar (docs/concurrency.md, "Cache tables beside a writer"):
@@ -76,5 +77,29 @@ describe('cache tables read by other processes while one writes', function () {
         first: undefined,
       });
     }
+  });
+
+  it('a seqlock a writer left odd stalls a reader with PILE_LOCKED, and the next writable open clears it', () => {
+    const words = (t: unknown): Uint32Array => (t as { seqWords: Uint32Array }).seqWords;
+    const cache = openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 });
+    const t = cache.table<string>('kv');
+    t.put('a', 'A');
+    // What a writer killed in the middle of a backward shift or a rehash leaves (TableSeqlock).
+    words(t)[5]!++;
+    cache.close();
+
+    const reader = openCache({ dir, readonly: true });
+    expect(() => reader.table<string>('kv').get('a'))
+      .to.throw(/being changed by a writer/)
+      .that.satisfies((e: unknown) => isPileError(e, 'PILE_LOCKED'));
+    reader.close();
+
+    const writer = openCache({ dir, sweepIntervalSec: 0 });
+    expect(words(writer.table<string>('kv'))[5]! % 2).to.equal(0);
+    writer.close();
+    const again = openCache({ dir, readonly: true });
+    expect(again.table<string>('kv').get('a')).to.equal('A');
+    expect(again.table<string>('kv').has('a')).to.equal(true);
+    again.close();
   });
 });

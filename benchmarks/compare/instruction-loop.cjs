@@ -5,6 +5,8 @@
 // between two N is the cost of the extra operations.
 //   genericPut  generic puts of the benchmark Product, into a fresh in-memory pile every 200 k
 //               (as compare-builds.cjs's generic put)
+//   typedPut    typed puts (view.put) of the benchmark Product through ProductSchema, into a fresh
+//               in-memory pile every 200 k (as compare-builds.cjs's typed put)
 //   genericGet  generic gets of 100 k stored Products, in order
 //   typedGet    typed gets (view.get) of 100 k Products stored through the benchmark's ProductSchema
 //   typedField  view.field(ptr, 'id') of the same records
@@ -33,6 +35,20 @@ function genericPut(n) {
       pile = core.openPile({});
     }
     ptrs[j] = pile.put(product(j));
+  }
+  pile?.close();
+}
+function typedPut(n) {
+  const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
+  let pile, view;
+  for (let i = 0; i < n; i++) {
+    const j = i % ROUND;
+    if (j === 0) {
+      pile?.close();
+      pile = core.openPile({});
+      view = pile.schema('product', ProductSchema);
+    }
+    ptrs[j] = view.put(product(j));
   }
   pile?.close();
 }
@@ -97,6 +113,9 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
 } else if (op === 'genericPut') {
   genericPut(2 * ROUND);
   genericPut(N);
+} else if (op === 'typedPut') {
+  typedPut(2 * ROUND);
+  typedPut(N);
 } else if (op === 'genericGet' || op === 'delPut') {
   const pile = stored();
   const f = op === 'genericGet' ? genericGet : delPut;
@@ -128,6 +147,6 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   run(N);
 } else
   throw new Error(
-    `unknown op ${op}: genericPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut or cacheGet`,
+    `unknown op ${op}: genericPut, typedPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut or cacheGet`,
   );
 if (sink === -1) console.log(sink);

@@ -22,6 +22,7 @@ import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCo
 import type { Segment } from './Segment';
 import { metaHeader } from './SegmentTable';
 import type { FieldAccess } from './TypedStore';
+import { CheckedTypedView } from './CheckedTypedView';
 import { TypedView, type SchemaOptions } from './TypedView';
 import { payloadSize } from './ValueEncoding';
 import { checkBeforeWrite, corruptError, verifyPile, type VerifyReport } from './Verify';
@@ -336,7 +337,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     const stored = codec as CompiledSchema<unknown>;
     const id = this.catalog.register(name, stored);
     this.values.codecs.set(id, { name, codec: stored });
-    return new TypedView<T>(this, id, codec as CompiledSchema<T>, name);
+    return new (this.checkReads ? CheckedTypedView : TypedView)<T>(this, id, codec as CompiledSchema<T>, name);
   }
 
   /**

@@ -354,6 +354,8 @@ export abstract class RecordStore extends ReadState {
 
   /** @internal */
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
+    // A checked pile's views call getTypedChecked themselves (CheckedTypedView), so that this
+    // branch gets no type feedback from them; it is here for any other caller.
     if (this.checkReads) return this.getTypedChecked(ptr, id, codec);
     // An unlinked record (no verifyOnRead) is decided by one comparison of the header word (quickLocate).
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
@@ -363,8 +365,11 @@ export abstract class RecordStore extends ReadState {
     return this.typedOnce(ptr, id, codec.decode);
   }
 
-  /** getTyped of a read-only open: the change sequence quickLocate loaded is loaded again once after the decode. */
-  private getTypedChecked(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
+  /**
+   * @internal getTyped of a read-only open (CheckedTypedView calls it): the change sequence
+   * quickLocate loaded is loaded again once after the decode.
+   */
+  getTypedChecked(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
     const { hSeg: seg, sSeq: seq } = this;
     if (off >= 0 && (seg.u32[(off >>> 2) + 4]! & 0xffff) === id) {

@@ -13,20 +13,21 @@ export interface SchemaOptions {
 
 /**
  * Records of one zod schema, encoded by code compiled once for that shape.
- * Obtained from {@link Pile.schema}; valid while its pile is open.
+ * Obtained from {@link Pile.schema}; valid while its pile is open. The view of a pile whose reads
+ * check the change sequence (a read-only open) is a CheckedTypedView.
  */
 export class TypedView<T> {
   /** field()'s compiled accessors by key; loops read the same field over and over, so the last one is kept apart. */
   private readonly access = new Map<PropertyKey, FieldAccess>();
-  private lastKey: PropertyKey | undefined = NO_KEY;
-  private lastAccess: FieldAccess | undefined;
+  protected lastKey: PropertyKey | undefined = NO_KEY;
+  protected lastAccess: FieldAccess | undefined;
 
   /** @internal */
   constructor(
-    private readonly pile: TypedStore,
+    protected readonly pile: TypedStore,
     /** The schema's id in this pile, stored in each record's header. */
     readonly id: number,
-    private readonly codec: CompiledSchema<T>,
+    protected readonly codec: CompiledSchema<T>,
     /** The name the schema is registered under. */
     readonly name: string,
   ) {}
@@ -62,7 +63,7 @@ export class TypedView<T> {
     return a.code(ptr, a.segments, a.read, a.slow) as T[K];
   }
 
-  private selectField(key: PropertyKey): void {
+  protected selectField(key: PropertyKey): void {
     let access = this.access.get(key);
     if (access === undefined) {
       access = this.pile.typedFieldAccess(this.id, String(key), this.codec.reader(key), this.codec.inlineRead(key));

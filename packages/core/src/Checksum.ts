@@ -65,7 +65,14 @@ export function blockChecksum(buf: Buffer, u32: Uint32Array, off: number, size: 
     k = (k << 15) | (k >>> 17);
     h ^= Math.imul(k, 0x1b873593);
   }
-  return fmix32(h ^ length);
+  // fmix32(h ^ length) written out: it keeps this function's bytecode over TurboFan's inlining
+  // limit (460 bytes), as it was before fmix32 was shared. Small enough to inline, it was
+  // inlined into the typed put in some compiles, whose budget (920 bytes in all) then no longer
+  // covered the generated encode: the typed put ran its encode as a call (docs/benchmarks.md).
+  h ^= length;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /**

@@ -267,13 +267,16 @@ class Generator {
         const w = this.id('w');
         // utf8Write encodes straight into the segment and reports the byte count, so no temporary Buffer.
         // It stops at `end`, short of a whole character: only a write that came within 3 bytes of
-        // `end` can have been cut, and only then is the exact length scanned.
+        // `end` can have been cut. The checks after it (written) run only when the byte count is not
+        // the string's length or the write came that close: as many bytes as UTF-16 units means
+        // every unit was ASCII, so the string is well-formed (a lone surrogate takes 3 bytes) and
+        // isWellFormed() is not called for the common ASCII string. A refused string has been
+        // written into the new block by then, like the fields before it: the caller gives it back.
         return (
           this.measure(node, x, path, false, false) +
-          `if (!${x}.isWellFormed()) illFormed(${P}, ${x});\n` +
           `view.setUint32(${at(p)}, v - o, true);\n` +
           `const ${w} = ${x}.length === 0 ? 0 : ${UTF8_WRITE(x, 'v', 'end - v')};\n` +
-          `if (${w} > end - v - 4 && byteLength(${x}) !== ${w}) overflow(${P}, end - o);\n` +
+          `if (${w} !== ${x}.length || ${w} > end - v - 4) written(${P}, ${x}, ${w}, end - v, end - o);\n` +
           `view.setUint32(${at(p, 4)}, ${w}, true); v += ${w};\n`
         );
       }

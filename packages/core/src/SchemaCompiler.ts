@@ -145,6 +145,15 @@ function overflow(path: string, room: number): never {
   );
 }
 
+/**
+ * The checks of a string the generated encode wrote (`w` bytes into `room`; see SchemaCodegen's
+ * string case): refused when ill-formed, or when the write was cut short of the string.
+ */
+function written(path: string, value: string, w: number, room: number, max: number): void {
+  if (!(value as unknown as { isWellFormed(): boolean }).isWellFormed()) illFormed(path, value);
+  if (w > room - 4 && Buffer.byteLength(value) !== w) overflow(path, max);
+}
+
 function corrupt(offset: number, length: number): never {
   throw new PileError('PILE_CORRUPT', `typed record at offset ${offset} (${length} bytes) has an offset, length or tag out of range`);
 }
@@ -242,6 +251,7 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
       'failValue',
       'illFormed',
       'overflow',
+      'written',
       'corrupt',
       'mismatch',
       'byteLength',
@@ -259,6 +269,7 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
     failValue,
     illFormed,
     overflow,
+    written,
     corrupt,
     mismatch,
     Buffer.byteLength,

@@ -156,6 +156,20 @@ describe('typed codec', () => {
       expect(roundTrip(codec, { s: 'a\uD83D\uDE00b' })).to.deep.equal({ s: 'a\uD83D\uDE00b' });
     });
 
+    it('refuses a lone surrogate after the bytes before it are written, and a string cut short by the end of the block', () => {
+      // encode checks a string after writing it, and only when its byte count is not its length
+      // (an ASCII string is well-formed) or the write came within 3 bytes of the end.
+      const codec = compileSchema(z.object({ s: z.string() }));
+      const buf = Buffer.alloc(128);
+      const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      const lone = 's: a string with a lone surrogate (U+DC00 at index 3)';
+      expectPileError(() => codec.encode({ s: 'abc\uDC00' }, buf, view, 0, 128), 'PILE_SCHEMA_VIOLATION', lone);
+      // Cut short by `end` and ill-formed: the surrogate is named, as before the write.
+      expectPileError(() => codec.encode({ s: 'abc\uDC00' + 'x'.repeat(60) }, buf, view, 0, 40), 'PILE_SCHEMA_VIOLATION', lone);
+      expectPileError(() => codec.encode({ s: 'x'.repeat(60) }, buf, view, 0, 40), 'PILE_SCHEMA_VIOLATION', 'no longer fits the 40 bytes');
+      expect(roundTrip(codec, { s: 'x'.repeat(60) })).to.deep.equal({ s: 'x'.repeat(60) });
+    });
+
     it('booleans', () => {
       checkValues(z.boolean(), [true, false]);
     });

@@ -55,7 +55,8 @@ export function sizeClass(size: number): number {
  * pointer's tag can only match again after the generation wraps (2^tagBits reuses).
  */
 export class Allocator {
-  readonly heads = new Float64Array(NUM_CLASSES);
+  /** Free-list heads by class (0: empty). A read-write mapped pile points this at pile.coord (SharedState.share). */
+  heads: Float64Array<ArrayBufferLike> = new Float64Array(NUM_CLASSES);
   /** @internal Bit per class: its free list is not empty. */
   readonly nonEmpty = new Uint32Array(Math.ceil(NUM_CLASSES / 32));
   /** @internal How many classes have a free list: 0 while a pile only grows, and alloc() skips the search. */
@@ -107,7 +108,7 @@ export class Allocator {
    * raises its mark through onMark, which writes it to pile.meta before the write lands: once per
    * segment and level per checkpoint, so the hot path costs one byte compare.
    */
-  readonly marks = new Uint8Array(MAX_SEGMENTS);
+  marks: Uint8Array<ArrayBufferLike> = new Uint8Array(MAX_SEGMENTS);
   /** @internal The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
   ckptTailSeg = -1;
   /** @internal */

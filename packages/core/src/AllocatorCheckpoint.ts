@@ -56,8 +56,14 @@ export function restore(alloc: Allocator, s: Float64Array): boolean {
   STAT_FIELDS.forEach((f, i) => {
     alloc[f] = s[i]!;
   });
-  alloc.populatedTo = alloc.populateMark = 0;
   alloc.heads.set(s.subarray(STAT_FIELDS.length));
+  relist(alloc);
+  return true;
+}
+
+/** After the heads changed outside this process's allocator: which classes have a free list, pages populated none. */
+export function relist(alloc: Allocator): void {
+  alloc.populatedTo = alloc.populateMark = 0;
   alloc.nonEmpty.fill(0);
   alloc.nonEmptyClasses = 0;
   for (let c = 0; c < NUM_CLASSES; c++) {
@@ -66,5 +72,4 @@ export function restore(alloc: Allocator, s: Float64Array): boolean {
       alloc.nonEmptyClasses++;
     }
   }
-  return true;
 }

@@ -36,6 +36,8 @@ export interface CatalogHost extends SegmentHost {
   storeCatalog(bytes: Uint8Array): PilePointer;
   /** Frees the block at `addr`. */
   release(addr: number): void;
+  /** A read-write pile of several processes takes up what the others published (roots, schemas, structures). */
+  follow(): void;
 }
 
 /**
@@ -251,8 +253,9 @@ export class Catalog implements StructureStore {
   storedSchema(id: number): [string, SchemaEntry] | undefined {
     const find = (): [string, SchemaEntry] | undefined => [...this.schemas].find(([, s]) => s.id === id);
     let hit = find();
-    if (hit === undefined && this.host.readonly) {
-      this.refresh();
+    if (hit === undefined) {
+      if (this.host.readonly) this.refresh();
+      else this.host.follow();
       hit = find();
     }
     return hit;
@@ -261,6 +264,7 @@ export class Catalog implements StructureStore {
   /** msgpackr's getStructures. */
   getStructures(): unknown[] {
     if (this.host.readonly) this.refresh();
+    else this.host.follow();
     // A copy: msgpackr appends new shapes to the array it holds before saveStructures
     // persists them, and the catalog must only ever list persisted ones.
     return [...this.structures];

@@ -1,8 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { native, type SharedMapping, type SharedMutex } from '@pile/native';
-import { NUM_CLASSES, type Allocator } from './Allocator';
-import { STAT_FIELDS } from './AllocatorCheckpoint';
+import { NUM_CLASSES } from './Allocator';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
 import { MAX_SEGMENTS } from './PointerFormat';
@@ -59,7 +58,6 @@ if (COORD.HEADS + NUM_CLASSES * 8 > COORD.MARKS || COORD.MARKS + MAX_SEGMENTS > 
 if (COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS || COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD_SIZE) {
   throw new Error('coordination file layout overlaps');
 }
-if (STAT_FIELDS.length + 1 > COORD.COUNTER_SLOTS) throw new Error('coordination file counters overflow');
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
@@ -71,9 +69,15 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
 export class CoordFile {
   readonly u32: Uint32Array;
   readonly f64: Float64Array;
+  /** The free-list heads, which a read-write pile's allocator works on in place. */
+  readonly heads: Float64Array;
   readonly marks: Uint8Array;
   readonly incarnations: Uint32Array;
-  /** True when this open laid the file out (no other process had the pile open). */
+  /**
+   * True when this open laid the file out (no other process had the pile open): it then holds
+   * the init lock until {@link initDone}, while it loads the pile from its files, so that openers
+   * after it join a state that is complete.
+   */
   readonly first: boolean;
 
   private constructor(
@@ -86,6 +90,7 @@ export class CoordFile {
     const buf = mapping!.buffer;
     this.u32 = new Uint32Array(buf);
     this.f64 = new Float64Array(buf);
+    this.heads = new Float64Array(buf, COORD.HEADS, NUM_CLASSES);
     this.marks = new Uint8Array(buf, COORD.MARKS, MAX_SEGMENTS);
     this.incarnations = new Uint32Array(buf, COORD.INCARNATIONS, MAX_SEGMENTS);
     this.first = first;
@@ -94,15 +99,13 @@ export class CoordFile {
   /**
    * A read-write open: creates pile.coord if missing, then, under the exclusive init lock, lays it
    * out unless a live read-write opener has it (checked by its byte lock), and takes this
-   * process's byte lock for as long as the pile is open. Undefined, with nothing held, when this
-   * process can not map the file as shared memory (started with --jitless, which has no
-   * WebAssembly, or run under a tool that emulates mmap, such as valgrind): the pile opens without
-   * it (pile.lock still admits one writing process, so nothing depends on it yet).
-   * @throws PILE_IO when the file can not be created, sized or locked (the message names it)
+   * process's byte lock for as long as the pile is open. The first opener keeps the init lock
+   * (see {@link first}).
+   * @throws PILE_IO when the file can not be created, sized, locked or mapped (the message names it)
    * @throws PILE_FORMAT_VERSION when a live process of another build uses another layout
    * @throws PILE_CORRUPT when pile.coord is not a regular file, or a live process's layout names another pile
    */
-  static openWriter(dir: string, segmentSize: number, pileId: number): CoordFile | undefined {
+  static openWriter(dir: string, segmentSize: number, pileId: number): CoordFile {
     const file = path.join(dir, COORD_FILE_NAME);
     let fd: number;
     try {
@@ -115,7 +118,6 @@ export class CoordFile {
     }
     let mapping: SharedMapping | undefined;
     let mutex: SharedMutex | undefined;
-    let unshared = false;
     try {
       checkRegular(fd, file);
       lockInit(fd, file);
@@ -124,27 +126,22 @@ export class CoordFile {
           const r = native.reserve(fd, COORD_SIZE);
           if (r !== 0) fs.ftruncateSync(fd, COORD_SIZE);
         }
-        try {
-          mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
-          mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
-        } catch {
-          mutex?.close();
-          mapping?.unmap();
-          unshared = true;
-          return undefined;
-        }
+        mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
         const u32 = new Uint32Array(mapping.buffer);
         const live = native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
         const first = !live || u32[COORD.READY >>> 2] !== 1;
         if (!first) checkHeader(u32, file, segmentSize, pileId);
+        mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
         if (first) layOut(u32, mutex, segmentSize, pileId);
         if (!native.ofdLock(fd, LOCK_WRITERS, 1, 'read', file)) {
           throw new PileError('PILE_IO', `can not take the writer byte lock of ${file} at offset ${LOCK_WRITERS}`);
         }
-        return new CoordFile(file, fd, mapping, mutex, first);
-      } finally {
+        const coord = new CoordFile(file, fd, mapping, mutex, first);
+        if (!first) coord.initDone();
+        return coord;
+      } catch (err) {
         native.ofdLock(fd, LOCK_INIT, 1, 'unlock', file);
-        if (unshared) fs.closeSync(fd);
+        throw err;
       }
     } catch (err) {
       mutex?.close();
@@ -207,25 +204,32 @@ export class CoordFile {
     return Atomics.load(this.u32, COORD.CATALOG_SEQ >>> 2);
   }
 
-  /**
-   * Publishes a writer's state: the allocator's counters, list heads and dirty marks, the segment
-   * count (a segment counted anew gets its next incarnation) and the catalog sequence, then bumps
-   * the write sequence. Called by the holder of the pile's write turn.
-   */
-  publish(alloc: Allocator, segmentCount: number, catalogSeq: number): void {
-    const f64 = this.f64;
-    const c = COORD.COUNTERS >>> 3;
-    for (let i = 0; i < STAT_FIELDS.length; i++) f64[c + i] = alloc[STAT_FIELDS[i]!];
-    f64[c + STAT_FIELDS.length] = alloc.genFloor;
-    f64.set(alloc.heads, COORD.HEADS >>> 3);
-    const before = this.segmentCount;
-    for (let i = before; i < segmentCount; i++) this.incarnations[i] = (this.incarnations[i]! + 1) >>> 0;
-    this.marks.set(alloc.marks.subarray(0, Math.max(segmentCount, before)));
-    const u32 = this.u32;
-    Atomics.store(u32, COORD.SEGMENT_COUNT >>> 2, segmentCount);
-    Atomics.store(u32, COORD.CATALOG_SEQ >>> 2, catalogSeq >>> 0);
-    Atomics.store(u32, COORD.STATE_VALID >>> 2, 1);
-    Atomics.add(u32, COORD.WRITE_SEQ >>> 2, 1);
+  /** The first opener has loaded the pile and published its state: others may join. */
+  initDone(): void {
+    native.ofdLock(this.fd, LOCK_INIT, 1, 'unlock', this.file);
+  }
+
+  /** Takes the init lock again, to close: no opener joins while this one decides whether it is the last. */
+  holdInit(): void {
+    lockInit(this.fd, this.file);
+  }
+
+  /** Whether a live read-write open of the pile in `dir` (this process's included) holds pile.coord. */
+  static writersLive(dir: string): boolean {
+    const file = path.join(dir, COORD_FILE_NAME);
+    let fd: number;
+    try {
+      fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    } catch {
+      return false;
+    }
+    try {
+      return native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
+    } catch {
+      return false;
+    } finally {
+      fs.closeSync(fd);
+    }
   }
 
   /** Whether another live read-write open of the pile (another process) has the file open. */
@@ -233,7 +237,7 @@ export class CoordFile {
     return native.ofdHolder(this.fd, LOCK_WRITERS, 1, 'write', this.file) !== null;
   }
 
-  /** Drops this process's byte lock and unmaps. Idempotent. */
+  /** Drops this open's byte locks (the init lock too) and unmaps. Idempotent. */
   close(): void {
     if (this.fd < 0) return;
     try {

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { closeAndUnlinkQuietly, createExclusive, ioError, notRegular, unlinkQuietly } from './FileAccess';
+import { createExclusive, ioError, notRegular, unlinkQuietly } from './FileAccess';
+import { COORD_FILE_NAME, CoordFile } from './CoordFile';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
@@ -9,7 +10,7 @@ const READER_PREFIX = 'pile.reader.';
 /** When this process started (ms, rounded): the same in all its threads, different for an earlier life of its pid. */
 const PROCESS_START = Math.round(Date.now() / 1000 - process.uptime());
 
-/** Directories this process holds open for writing (a second openPile in-process is refused too). */
+/** Directories this thread holds open for writing (a second openPile in the same thread is refused). */
 const heldHere = new Set<string>();
 
 function alive(pid: number): boolean {
@@ -22,24 +23,28 @@ function alive(pid: number): boolean {
 }
 
 /**
- * The single-writer lock of a pile directory: a file created exclusively that holds the
- * writer's pid. A lock whose pid is no longer alive was left by a crashed writer and is
- * taken over; the exclusive create makes two takers race safely (one wins, one is LOCKED).
+ * What a read-write open of a pile directory checks and holds in this process. Several processes
+ * may have a pile open for writing (they take turns through the writer mutex of pile.coord,
+ * docs/concurrency.md), so this is no longer an exclusive lock of the directory; it refuses:
+ * - a second read-write open of the same directory by this thread (its pile objects would wait on
+ *   each other's turn);
+ * - a directory whose `pile.lock` names a live process: a build of Pile that admits one writing
+ *   process (before pile.coord) holds it, and knows nothing of the turn;
+ * - a directory that a live read-only open has (see {@link ReaderMark}), checked by
+ *   {@link DirectoryLock.refuseReaders} once this open is counted among the writers.
+ * A `pile.lock` left by a dead process is removed.
  */
 export class DirectoryLock {
-  private constructor(
-    private readonly dir: string,
-    private readonly file: string,
-  ) {}
+  private constructor(private readonly dir: string) {}
 
   /**
-   * @throws PILE_LOCKED when another live process or another open pile in this process holds it
-   * @throws PILE_IO when the lock file can not be created (read-only file system, permissions, disk full)
+   * @throws PILE_LOCKED when this thread has the directory open for writing already, or a live
+   *   process of a single-writer build holds its `pile.lock` (named with its pid)
+   * @throws PILE_IO when the directory can not be resolved
    * @throws PILE_CORRUPT when the lock name holds a symbolic link, a directory or anything but a regular file
    */
   static acquire(dir: string): DirectoryLock {
-    // The real path: a second open through a symlink or another spelling is the same pile, and
-    // must not take over this process's own lock as if it were left by an earlier life of the pid.
+    // The real path: a second open through a symlink or another spelling is the same pile.
     let key: string;
     try {
       key = fs.realpathSync(dir);
@@ -47,84 +52,53 @@ export class DirectoryLock {
       throw ioError(err, `can not resolve ${dir}`);
     }
     const file = path.join(key, LOCK_FILE_NAME);
-    if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this process`);
-    // A link or directory planted at the lock name is never followed nor taken for another
-    // writer's lock (its target's content would be read as a pid).
+    if (heldHere.has(key)) throw new PileError('PILE_LOCKED', `pile ${dir} is already open for writing in this thread`);
+    // A link or directory planted at the lock name is never followed nor taken for a writer's lock.
     let planted: fs.Stats | undefined;
     try {
       planted = fs.lstatSync(file);
     } catch {
-      /* no lock yet */
+      /* no lock: no writer of an older build */
     }
     if (planted !== undefined && !planted.isFile()) throw notRegular(file, planted);
-    for (let attempt = 0; attempt < 3; attempt++) {
-      if (createWithPid(file)) {
-        // Lock first, readers second (a reader marks first and looks for the lock second): of a
-        // writer and a reader opening at once, at least one sees the other.
-        const reader = liveReader(key);
-        if (reader !== undefined) {
-          unlinkQuietly(file);
-          throw new PileError(
-            'PILE_LOCKED',
-            `pile ${dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`,
-          );
-        }
-        heldHere.add(key);
-        removeLeftovers(key);
-        return new DirectoryLock(key, file);
-      }
+    if (planted !== undefined) {
       let owner = NaN;
-      let ageMs = Infinity;
       try {
-        ageMs = Date.now() - fs.statSync(file).mtimeMs;
         owner = readPid(file);
       } catch {
-        continue; /* removed meanwhile: retry */
-      }
-      if (Number.isNaN(owner) && ageMs < 5000) {
-        // Only a writer on a file system without hard links creates the file before its pid is in it.
-        throw new PileError('PILE_LOCKED', `pile ${dir} is being opened for writing by another process (lock file ${file})`);
+        /* removed meanwhile */
       }
       if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) {
-        throw new PileError('PILE_LOCKED', `pile ${dir} is open for writing by process ${owner} (lock file ${file})`);
+        throw new PileError(
+          'PILE_LOCKED',
+          `pile ${dir} is open for writing by process ${owner} (lock file ${file}), a build of Pile that admits one writing process: close it first`,
+        );
       }
-      // Left by a dead process (or by an earlier life of this pid): move it aside under a name of
-      // our own, then check that what moved is the lock judged dead. A taker racing us may have
-      // replaced it meanwhile; unlinking by name would have removed that live lock.
-      const aside = `${file}.stale-${process.pid}`;
-      try {
-        fs.renameSync(file, aside);
-      } catch {
-        continue; /* another taker moved it first */
-      }
-      let moved = NaN;
-      try {
-        moved = readPid(aside);
-      } catch {
-        /* unreadable: treat as the dead lock */
-      }
-      if (moved !== owner && !(Number.isNaN(moved) && Number.isNaN(owner))) {
-        try {
-          fs.linkSync(aside, file);
-        } catch {
-          /* a third taker holds it now */
-        }
-        unlinkQuietly(aside);
-        throw new PileError('PILE_LOCKED', `pile ${dir} was just taken by process ${moved} (lock file ${file})`);
-      }
-      unlinkQuietly(aside);
+      unlinkQuietly(file);
     }
-    throw new PileError('PILE_LOCKED', `could not take the lock file ${file}`);
+    removeLeftovers(key);
+    heldHere.add(key);
+    return new DirectoryLock(key);
+  }
+
+  /**
+   * Refuses a live read-only open. Called once this open holds its writer byte lock of pile.coord
+   * (a reader marks first and looks for writers second): of a writer and a reader opening at once,
+   * at least one sees the other.
+   * @throws PILE_LOCKED naming the reader's pid
+   */
+  refuseReaders(): void {
+    const reader = liveReader(this.dir);
+    if (reader !== undefined) {
+      throw new PileError(
+        'PILE_LOCKED',
+        `pile ${this.dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`,
+      );
+    }
   }
 
   release(): void {
     heldHere.delete(this.dir);
-    try {
-      // Never remove a lock that is no longer ours (taken over after this process was thought dead).
-      if (readPid(this.file) === process.pid) fs.unlinkSync(this.file);
-    } catch {
-      /* already gone: nothing to release */
-    }
   }
 }
 
@@ -168,6 +142,13 @@ export class ReaderMark {
         `pile ${dir} is open for writing by process ${owner} (lock file ${lock}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writer first`,
       );
     }
+    if (CoordFile.writersLive(dir)) {
+      mark.release();
+      throw new PileError(
+        'PILE_LOCKED',
+        `pile ${dir} is open for writing by a live process (${path.join(dir, COORD_FILE_NAME)}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writers first`,
+      );
+    }
     return mark;
   }
 
@@ -197,55 +178,6 @@ function liveReader(dir: string): number | undefined {
 
 function readPid(file: string): number {
   return Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
-}
-
-/**
- * Creates the lock file with this process's pid already in it: the pid goes to a private
- * file that is then hard-linked to the lock name, which fails if the lock exists. So a
- * writer killed at any point leaves either no lock or a lock naming it, never an empty one.
- * False when the lock exists.
- * @throws PILE_IO when the file can not be created at all (EACCES, EROFS, ENOSPC...), naming the errno
- */
-function createWithPid(file: string): boolean {
-  const tmp = `${file}.${process.pid}.tmp`;
-  const pid = Buffer.from(String(process.pid));
-  let fd: number | undefined;
-  try {
-    fd = createExclusive(tmp, true);
-    const written = fs.writeSync(fd, pid);
-    fs.closeSync(fd);
-    fd = undefined;
-    if (written !== pid.length) throw new Error(`short write to ${tmp}`);
-    try {
-      fs.linkSync(tmp, file);
-      return true;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') return false;
-      if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
-    }
-  } catch (err) {
-    throw ioError(err, `can not create lock file ${file}`);
-  } finally {
-    closeAndUnlinkQuietly(fd, tmp);
-  }
-  // No hard links on this file system: exclusive create, then the pid.
-  let lock: number;
-  try {
-    lock = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o644);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw ioError(err, `can not create lock file ${file}`);
-  }
-  try {
-    if (fs.writeSync(lock, pid) !== pid.length) throw new Error(`short write to ${file}`);
-  } catch (err) {
-    unlinkQuietly(file);
-    throw ioError(err, `can not write lock file ${file}`);
-  } finally {
-    fs.closeSync(lock);
-  }
-  return true;
 }
 
 /** Private files of lock takers that died between creating and removing them. */

@@ -11,16 +11,17 @@ import { encodeGuard } from './EncodeGuard';
 import { walkEntries, type PileEntry } from './Entries';
 import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
-import { loadPile, openFiles } from './PileFiles';
+import { closeFiles, openFiles, startPile } from './PileFiles';
 import { DEFAULT_SEGMENT_SIZE, checkOptions, invalid, type PileOptions } from './PileOptions';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileFieldAccess, type FieldAccessCode } from './PointerCheck';
 import { BOOT_ID, emptyRecoveryReport, type RecoveryReport } from './Recovery';
-import { EMPTY_BUFFER, RecordStore, TYPED_USED_WORD } from './RecordStore';
+import { EMPTY_BUFFER, TYPED_USED_WORD } from './RecordStore';
 import type { InlineRead } from './SchemaCodegen';
 import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
-import { metaHeader } from './SegmentTable';
+import { shareState } from './SharedState';
+import { TurnStore, holdTurnIn } from './TurnStore';
 import type { FieldAccess } from './TypedStore';
 import { CheckedTypedView } from './CheckedTypedView';
 import { TypedView, type SchemaOptions } from './TypedView';
@@ -76,7 +77,7 @@ export function openPile(options: PileOptions = {}): Pile {
  * class adds the pile's life (open, checkpoints, close), the other record, raw and typed calls,
  * schemas and roots, iteration, statistics, verify and compact.
  */
-export class Pile extends RecordStore implements Iterable<PileEntry> {
+export class Pile extends TurnStore implements Iterable<PileEntry> {
   /** What the open did after an unclean shutdown. */
   readonly lastRecovery: RecoveryReport = emptyRecoveryReport();
   /** Block bytes written between checkpoints (Infinity: no checkpoints, for in-memory and read-only piles). */
@@ -115,25 +116,28 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
       this.alloc.onMark = (segIdx, level) => meta.writeMark(segIdx, level);
       this.alloc.onMarkAll = (count) => meta.writeMarks(count, MARK_WHOLE);
     }
+    const turn =
+      this.coord !== undefined && !readonly ? shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()) : undefined;
+    this.turn = turn;
 
     try {
-      if (files?.existing === true) loadPile(this, this.lastRecovery, files.segmentCount, files.clean, onProgress);
-      if (dir !== undefined && !readonly) {
-        this.checkpoint();
-        if (checkpointInterval > 0) {
-          this.checkpointTimer = setInterval(() => {
-            if (this.closed || this.alloc.sinceCheckpoint === 0 || GUARD.depth !== 0) return;
-            try {
-              this.checkpoint();
-            } catch {
-              // pile.meta could not be written (a full disk, an I/O error): the marks stay, so the
-              // next recovery scans more; the next write's own checkpoint reports the error.
-            }
-          }, checkpointInterval);
-          this.checkpointTimer.unref();
-        }
+      if (files !== undefined) startPile(this, files, turn, this.lastRecovery, onProgress, () => this.checkpoint());
+      if (dir !== undefined && !readonly && checkpointInterval > 0) {
+        this.checkpointTimer = setInterval(() => {
+          if (this.closed || GUARD.depth !== 0 || (turn !== undefined && !turn.tryEnter())) return;
+          try {
+            if (this.alloc.sinceCheckpoint !== 0) this.checkpoint();
+          } catch {
+            // pile.meta could not be written (a full disk, an I/O error): the marks stay, so the
+            // next recovery scans more; the next write's own checkpoint reports the error.
+          } finally {
+            turn?.leave();
+          }
+        }, checkpointInterval);
+        this.checkpointTimer.unref();
       }
     } catch (err) {
+      turn?.abandon();
       this.releaseFiles();
       throw err;
     }
@@ -153,7 +157,6 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     meta.writeMarks(this.segments.length, MARK_CLEAN);
     faultPoints.hit?.('checkpoint-cleared');
     checkpointed(this.alloc);
-    this.coord?.publish(this.alloc, this.segments.length, this.catalog.seq);
   }
 
   // ---------------------------------------------------------------- records, schemas and roots
@@ -332,6 +335,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
    */
   schema<T>(name: string, schema: ZodType<T>, options: SchemaOptions = {}): TypedView<T> {
     this.open();
+    this.turn?.enter(); // the catalog of now, and a new schema id no other process takes
     if (typeof name !== 'string' || name === '') throw invalid('name', 'a schema name must be a non-empty string');
     const codec = compileSchema(schema, options.validate === undefined ? {} : { validate: options.validate });
     const stored = codec as CompiledSchema<unknown>;
@@ -364,6 +368,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
   getRoot(name: string): PilePointer | undefined {
     this.open();
     if (this.readonly) this.catalog.refresh();
+    this.turn?.view();
     const p = this.catalog.roots.get(name);
     return p === undefined ? undefined : (p as PilePointer);
   }
@@ -372,6 +377,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
   roots(): string[] {
     this.open();
     if (this.readonly) this.catalog.refresh();
+    this.turn?.view();
     return [...this.catalog.roots.keys()];
   }
 
@@ -401,6 +407,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
   /** Exact counters. @throws PILE_CLOSED */
   get stats(): PileStats {
     this.open();
+    this.turn?.view();
     const a = this.alloc;
     const totalBytes = this.segments.length * this.segmentSize;
     return {
@@ -421,6 +428,7 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
    */
   verify(onProgress?: (p: { phase: string; done: number; total: number }) => void): VerifyReport {
     this.open();
+    this.turn?.enter(); // no other process writes meanwhile
     const linkHolds = (seg: Segment, off: number): boolean => this.locateBody(seg, off);
     return verifyPile(this.segments, this.alloc, this.readonly, linkHolds, onProgress);
   }
@@ -455,18 +463,17 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     return result;
   }
 
-  /** Clean shutdown: saves allocator state and marks the pile clean so the next open does not scan. Idempotent. */
+  /**
+   * Clean shutdown: saves allocator state and marks the pile clean so the next open does not scan;
+   * while other processes have the pile open for writing, a checkpoint instead (the last to close
+   * marks it clean). Idempotent.
+   */
   close(): void {
     if (this.closed) return;
     try {
-      if (this.persistent && !this.readonly && this.meta !== undefined) {
-        for (const seg of this.segments) seg.sync();
-        this.meta.writeCleanState(snapshot(this.alloc));
-        this.meta.writeHeader(metaHeader(this, this.segments.length, true));
-        this.meta.sync();
-        this.coord?.publish(this.alloc, this.segments.length, this.catalog.seq);
-      }
+      if (this.persistent && !this.readonly) closeFiles(this, this.coord, this.turn, () => this.checkpoint());
     } finally {
+      this.turn?.abandon();
       this.releaseFiles();
     }
   }
@@ -497,3 +504,18 @@ export class Pile extends RecordStore implements Iterable<PileEntry> {
     this.catalog.storedCodecs.clear();
   }
 }
+
+// Each write holds the writer turn until it returns (docs/concurrency.md); writable() enters it.
+holdTurnIn(Pile.prototype, [
+  'put',
+  'set',
+  'putTyped',
+  'delete',
+  'allocRaw',
+  'putRaw',
+  'setTyped',
+  'setRoot',
+  'compact',
+  'schema',
+  'verify',
+]);

@@ -1,4 +1,4 @@
-import { restore } from './AllocatorCheckpoint';
+import { restore, snapshot } from './AllocatorCheckpoint';
 import { countOnly } from './AllocatorScan';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -12,10 +12,11 @@ import { META_FILE_NAME, MetaFile } from './MetaFile';
 import { PileError } from './PileError';
 import { invalid, isSegmentSize, type PileOptions } from './PileOptions';
 import { MAX_SEGMENTS } from './PointerFormat';
-import { checkpointRegions, recoverPile, type RecoveryReport } from './Recovery';
+import { checkpointRegions, emptyRecoveryReport, recoverPile, type RecoveryReport } from './Recovery';
 import type { RecordStore } from './RecordStore';
 import { Segment, segmentFileName } from './Segment';
 import { metaHeader } from './SegmentTable';
+import type { WriterTurn } from './WriterTurn';
 
 /** Errors of the system, not of the caller's `dir`: reported as PILE_IO. */
 const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
@@ -73,6 +74,7 @@ export function openFiles(
       }
       meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false, genFloor: 0 });
       coord = CoordFile.openWriter(dir, segmentSize, pileId);
+      (lock as DirectoryLock).refuseReaders();
       return { meta, lock, coord, existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
     }
     // Until readers beside a writer are supported, a read-only open and a writer exclude each other.
@@ -86,7 +88,11 @@ export function openFiles(
     }
     if (h.segmentCount > MAX_SEGMENTS)
       throw new PileError('PILE_CORRUPT', `meta file ${meta.file}: bad segment count ${h.segmentCount} at offset 16`);
-    coord = readonly ? CoordFile.openReader(dir, h.segmentSize, h.pileId) : CoordFile.openWriter(dir, h.segmentSize, h.pileId);
+    if (readonly) coord = CoordFile.openReader(dir, h.segmentSize, h.pileId);
+    else {
+      coord = CoordFile.openWriter(dir, h.segmentSize, h.pileId);
+      (lock as DirectoryLock).refuseReaders();
+    }
     return {
       meta,
       lock,
@@ -103,6 +109,51 @@ export function openFiles(
     lock?.release();
     throw err;
   }
+}
+
+/**
+ * Brings an opened pile's state in. A process that joins others (pile.coord's {@link
+ * CoordFile.first} false) takes their published state; the first loads the pile from its files
+ * (loadPile) and checkpoints, holding the turn and the init lock, so that those who join find it
+ * complete.
+ * @throws as loadPile
+ */
+export function startPile(
+  store: RecordStore,
+  files: OpenedFiles,
+  turn: WriterTurn | undefined,
+  report: RecoveryReport,
+  onProgress: PileOptions['onProgress'],
+  checkpoint: () => void,
+): void {
+  if (turn !== undefined && !files.coord!.first) return turn.view();
+  turn?.enterFresh();
+  if (files.existing) loadPile(store, report, files.segmentCount, files.clean, onProgress);
+  if (!store.readonly) checkpoint();
+  turn?.leave();
+  files.coord?.initDone();
+}
+
+/**
+ * A writer's clean shutdown: every segment synced, then the allocator state saved and the pile
+ * marked clean so that the next open does not scan; while other processes have the pile open for
+ * writing, a checkpoint instead (the last to close marks it clean). Under the init lock, so that no
+ * opener joins while this one decides it is the last, and under the turn.
+ * @throws PILE_IO when pile.meta can not be written
+ */
+export function closeFiles(store: RecordStore, coord: CoordFile | undefined, turn: WriterTurn | undefined, checkpoint: () => void): void {
+  const meta = store.meta;
+  if (meta === undefined) return;
+  coord?.holdInit();
+  turn?.enter();
+  for (const seg of store.segments) seg.sync();
+  if (coord?.otherWriters() === true) checkpoint();
+  else {
+    meta.writeCleanState(snapshot(store.alloc));
+    meta.writeHeader(metaHeader(store, store.segments.length, true));
+    meta.sync();
+  }
+  turn?.leave();
 }
 
 /**
@@ -138,10 +189,7 @@ export function loadPile(
     countOnly(alloc);
     return;
   }
-  // Files past the counted segments: left by a crash while adding one, or by an interrupted compact.
-  for (let i = segmentCount; fs.existsSync(path.join(dir!, segmentFileName(i))); i++) {
-    fs.rmSync(path.join(dir!, segmentFileName(i)), { force: true });
-  }
+  removeUncounted(dir!, segmentCount);
   // Mark the pile in use before the first write: a crash from now on makes the next open recover.
   meta.writeHeader(metaHeader(store, segmentCount, false));
   meta.sync();
@@ -150,7 +198,45 @@ export function loadPile(
     store.catalog.load();
     return;
   }
-  const regions = clean ? undefined : checkpointRegions(meta, alloc, store.fmt, segmentCount);
+  recoverFiles(store, report, onProgress, segmentCount, clean);
+}
+
+/**
+ * What a writer does under the turn after the holder before it died (docs/concurrency.md): the
+ * recovery of an unclean open, while the other processes wait for the turn. The segments this
+ * process maps become those pile.meta counts (files past them, left by a holder killed while
+ * adding one, are removed), then recovery runs from the last checkpoint, or over every segment.
+ * @throws PILE_CORRUPT, PILE_IO
+ */
+export function repairPile(store: RecordStore, report: RecoveryReport): void {
+  const { dir, segments, segmentSize, pileId } = store;
+  const h = store.meta!.readHeader();
+  const count = Math.min(h.segmentCount, MAX_SEGMENTS);
+  store.alloc.genFloor = h.genFloor;
+  while (segments.length > count) segments.pop()!.release();
+  for (let i = segments.length; i < count; i++) segments.push(Segment.open(dir!, i, segmentSize, pileId, false));
+  removeUncounted(dir!, count);
+  Object.assign(report, emptyRecoveryReport());
+  recoverFiles(store, report, undefined, count, false);
+}
+
+/** Files past the counted segments: left by a crash while adding one, or by an interrupted compact. */
+function removeUncounted(dir: string, segmentCount: number): void {
+  for (let i = segmentCount; fs.existsSync(path.join(dir, segmentFileName(i))); i++) {
+    fs.rmSync(path.join(dir, segmentFileName(i)), { force: true });
+  }
+}
+
+/** Recovery from the last checkpoint when it can be trusted, else a scan of every segment. */
+function recoverFiles(
+  store: RecordStore,
+  report: RecoveryReport,
+  onProgress: PileOptions['onProgress'],
+  segmentCount: number,
+  clean: boolean,
+): void {
+  const meta = store.meta!;
+  const regions = clean ? undefined : checkpointRegions(meta, store.alloc, store.fmt, segmentCount);
   if (regions === undefined) {
     // A full scan may write into any segment: marked first, so that a crash during it scans all again.
     meta.writeMarks(segmentCount, MARK_WHOLE);

@@ -42,6 +42,7 @@ import { ReadState } from './ReadState';
 import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
 import { addSegment, mapNewSegments } from './SegmentTable';
+import type { WriterTurn } from './WriterTurn';
 import { ValueEncoding } from './ValueEncoding';
 import { checkBeforeWrite, corruptError } from './Verify';
 
@@ -108,6 +109,11 @@ export abstract class RecordStore extends ReadState {
   readonly catalog: Catalog;
   /** @internal How values become bytes and back; holds what a put is about to write. */
   readonly values: ValueEncoding;
+  /**
+   * The writer turn of a read-write mapped pile (docs/concurrency.md): writable() enters it, and
+   * TurnStore leaves it when the write is done; undefined for in-memory and read-only piles.
+   */
+  protected turn: WriterTurn | undefined;
   /** @internal While recovery runs: a released block is only marked free (no free lists yet). */
   recovering = false;
   protected readonly verifyOnRead: boolean;
@@ -406,6 +412,13 @@ export abstract class RecordStore extends ReadState {
     return start + TYPED_PREFIX;
   }
 
+  // ------------------------------------------------------------------------- internals
+
+  /** @internal Takes up what other processes published (Catalog's host): see WriterTurn.view. */
+  follow(): void {
+    this.turn?.view();
+  }
+
   protected open(): void {
     if (this.closed) throw closedError();
   }
@@ -416,6 +429,7 @@ export abstract class RecordStore extends ReadState {
    */
   protected writable(): void {
     if (this.closed || this.readonly || GUARD.depth !== 0) this.refuseWrite();
+    if (this.turn !== undefined) this.turn.enter();
     if (this.alloc.sinceCheckpoint >= this.checkpointBytes) this.checkpoint();
   }
 
@@ -535,7 +549,8 @@ export abstract class RecordStore extends ReadState {
     const tag = Math.floor(rest * (1 / SEGMENT_DIV));
     const segIdx = rest - tag * SEGMENT_DIV;
     let seg = this.segments[segIdx];
-    if (seg === undefined && this.readonly) seg = mapNewSegments(this, segIdx);
+    // A segment another process added since: read-only piles map it, writers take up what was published.
+    if (seg === undefined) seg = this.readonly ? mapNewSegments(this, segIdx) : (this.follow(), this.segments[segIdx]);
     seg?.use();
     if (seg === undefined || tag > fmt.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);

@@ -120,26 +120,27 @@ describe('the coordination file (pile.coord)', function () {
   it('is laid out again when no live process has it, whatever it held', () => {
     fs.mkdirSync(dir, { recursive: true });
     fs.writeFileSync(path.join(dir, COORD_FILE_NAME), Buffer.alloc(5000, 0xab));
-    const a = CoordFile.openWriter(dir, 1 << 20, 5)!;
+    const a = CoordFile.openWriter(dir, 1 << 20, 5);
     expect(a.first).to.equal(true);
     expect(a.u32[COORD.PILE_ID >>> 2]).to.equal(5);
     expect(a.u32[COORD.MAGIC >>> 2]).to.equal(COORD_MAGIC);
     a.close();
     // Another pile id in the file, nobody holding it: laid out for the new one.
-    const b = CoordFile.openWriter(dir, 1 << 20, 6)!;
+    const b = CoordFile.openWriter(dir, 1 << 20, 6);
     expect(b.first).to.equal(true);
     expect(b.u32[COORD.PILE_ID >>> 2]).to.equal(6);
     b.close();
   });
 
   it('refuses a live layout of another pile or another version', () => {
-    const a = CoordFile.openWriter(dir, 1 << 20, 5)!;
+    const a = CoordFile.openWriter(dir, 1 << 20, 5);
+    a.initDone();
     try {
       expectPileError(() => CoordFile.openWriter(dir, 1 << 20, 6), 'PILE_CORRUPT', 'pile id');
       a.u32[COORD.VERSION >>> 2] = COORD_VERSION + 1;
       expectPileError(() => CoordFile.openWriter(dir, 1 << 20, 5), 'PILE_FORMAT_VERSION', 'layout version');
       a.u32[COORD.VERSION >>> 2] = COORD_VERSION;
-      const b = CoordFile.openWriter(dir, 1 << 20, 5)!;
+      const b = CoordFile.openWriter(dir, 1 << 20, 5);
       expect(b.first, 'a second open in this process joins the live layout').to.equal(false);
       b.close();
     } finally {
@@ -168,7 +169,7 @@ describe('the coordination file (pile.coord)', function () {
     expect(readCoord(dir).u32[COUNTER_WORD]).to.equal(4 * count);
     expect(await Promise.all(children.map((c) => c.end()))).to.deep.equal([0, 0, 0, 0]);
     // All closed: the next opener lays it out again.
-    const next = CoordFile.openWriter(dir, 1 << 20, 77)!;
+    const next = CoordFile.openWriter(dir, 1 << 20, 77);
     expect(next.first).to.equal(true);
     next.close();
   });

@@ -1,0 +1,131 @@
+import type { Allocator } from './Allocator';
+import { STAT_FIELDS, relist } from './AllocatorCheckpoint';
+import { COORD, type CoordFile } from './CoordFile';
+import { repairPile } from './PileFiles';
+import type { RecordStore } from './RecordStore';
+import type { RecoveryReport } from './Recovery';
+import { Segment } from './Segment';
+import { WriterTurn, type TurnHost } from './WriterTurn';
+
+/**
+ * The writer turn of a read-write mapped pile, with its shared state: the allocator works on the
+ * free-list heads and dirty marks in pile.coord from now on. A holder's death is repaired by the
+ * recovery an unclean open runs (reported in `report`), then a checkpoint.
+ */
+export function shareState(store: RecordStore, coord: CoordFile, report: RecoveryReport, checkpoint: () => void): WriterTurn {
+  const state = new SharedState(coord, store, () => {
+    repairPile(store, report);
+    checkpoint();
+  });
+  state.share(store.alloc);
+  return new WriterTurn(coord, state);
+}
+
+/**
+ * The allocator fields a writer publishes in pile.coord at the end of its turn and another process
+ * takes over at the start of its own (docs/format.md): the clean-close state's counters, then what
+ * the checkpoint and merge logic keep. The free-list heads and the dirty marks need no copy: the
+ * allocator of a read-write pile works on them in pile.coord itself (see share()).
+ */
+export const COORD_FIELDS = [
+  ...STAT_FIELDS,
+  'genFloor',
+  'ckptTailSeg',
+  'ckptTailOff',
+  'ckptSegCount',
+  'sinceCheckpoint',
+  'freedSinceWalk',
+  'damagedLists',
+] as const;
+if (COORD_FIELDS.length > COORD.COUNTER_SLOTS) throw new Error('coordination file counters overflow');
+
+const COUNTERS = COORD.COUNTERS >>> 3;
+const SEGMENT_COUNT = COORD.SEGMENT_COUNT >>> 2;
+const CATALOG_SEQ = COORD.CATALOG_SEQ >>> 2;
+
+/**
+ * What a read-write pile of several processes shares through pile.coord, as the {@link TurnHost}
+ * of its {@link WriterTurn}: it publishes this process's allocator counters, segment count (with a
+ * new incarnation for each segment it made) and catalog sequence, and takes over another's.
+ */
+export class SharedState implements TurnHost {
+  /** The segments as this process last published or refreshed them, and their incarnations. */
+  private known: Segment[] = [];
+  private incarnations: number[] = [];
+
+  constructor(
+    private readonly coord: CoordFile,
+    private readonly store: RecordStore,
+    /** Recovery from the files after a holder died (PileFiles.repairPile), then a checkpoint. */
+    private readonly repairFiles: () => void,
+  ) {}
+
+  /** Points the allocator's free-list heads and dirty marks at pile.coord (before any open work). */
+  share(alloc: Allocator): void {
+    alloc.heads = this.coord.heads;
+    alloc.marks = this.coord.marks;
+  }
+
+  publish(): void {
+    const { alloc, segments } = this.store;
+    const f64 = this.coord.f64;
+    for (let i = 0; i < COORD_FIELDS.length; i++) f64[COUNTERS + i] = alloc[COORD_FIELDS[i]!];
+    const n = segments.length;
+    const known = this.known;
+    if (n !== known.length || (n > 0 && segments[n - 1] !== known[n - 1])) this.countSegments();
+    const u32 = this.coord.u32;
+    u32[SEGMENT_COUNT] = n;
+    u32[CATALOG_SEQ] = this.store.catalog.seq;
+  }
+
+  refresh(): void {
+    const { alloc, catalog, values } = this.store;
+    this.mapSegments(this.coord.segmentCount);
+    const f64 = this.coord.f64;
+    for (let i = 0; i < COORD_FIELDS.length; i++) alloc[COORD_FIELDS[i]!] = f64[COUNTERS + i]!;
+    relist(alloc);
+    if (catalog.seq !== this.coord.catalogSeq) {
+      catalog.load();
+      // msgpackr reloads the record structures another process added before its next pack.
+      values.forgetStructures();
+      catalog.storedCodecs.clear();
+    }
+  }
+
+  repair(): void {
+    // The segments as far as published and still counted in pile.meta (a dead compact() may have
+    // uncounted some since), then recovery brings them to what pile.meta counts.
+    this.mapSegments(Math.min(this.coord.segmentCount, this.store.meta!.readHeader().segmentCount));
+    this.repairFiles();
+    this.countSegments();
+  }
+
+  /** Segments this process made since its last publish (new objects) get the next incarnation of their index. */
+  private countSegments(): void {
+    const { segments } = this.store;
+    const incs = this.coord.incarnations;
+    for (let i = 0; i < segments.length; i++) {
+      if (segments[i] === this.known[i]) continue;
+      incs[i] = (incs[i]! + 1) >>> 0;
+      this.incarnations[i] = incs[i]!;
+    }
+    this.known = segments.slice();
+    this.incarnations.length = segments.length;
+  }
+
+  /** Maps the segments another process counted, remaps one it made again at an index, drops released ones. */
+  private mapSegments(count: number): void {
+    const { segments, dir, segmentSize, pileId } = this.store;
+    const incs = this.coord.incarnations;
+    for (let i = 0; i < count; i++) {
+      if (i < segments.length && this.incarnations[i] === incs[i]) continue;
+      const seg = Segment.open(dir!, i, segmentSize, pileId, false);
+      if (i < segments.length) segments[i]!.release();
+      segments[i] = seg;
+      this.incarnations[i] = incs[i]!;
+    }
+    while (segments.length > count) segments.pop()!.release();
+    this.known = segments.slice();
+    this.incarnations.length = count;
+  }
+}

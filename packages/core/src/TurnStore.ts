@@ -1,0 +1,53 @@
+import { RecordStore } from './RecordStore';
+import type { WriterTurn } from './WriterTurn';
+
+/**
+ * The writes of a pile hold the writer turn of a read-write mapped pile for as long as they run
+ * (docs/concurrency.md): writable() enters the turn, and each write method, wrapped by
+ * {@link holdTurnIn}, leaves it when it returns or throws. batch() holds it across many writes.
+ */
+export abstract class TurnStore extends RecordStore {
+  /**
+   * Runs `fn` holding the writer turn for all the writes it makes: other processes wait until it
+   * returns, and it pays for taking the turn once. `fn` runs synchronously; its result is returned.
+   * In-memory and read-only piles just run it (their writes need no turn, or are refused).
+   * @throws PILE_CLOSED; whatever `fn` throws (the writes it made before stay)
+   */
+  batch<T>(fn: () => T): T {
+    this.open();
+    const turn = this.turn;
+    if (turn === undefined) return fn();
+    turn.enter();
+    try {
+      return fn();
+    } finally {
+      turn.leave();
+    }
+  }
+}
+
+type Write = (this: { turn: WriterTurn | undefined }, a: unknown, b: unknown, c: unknown, d: unknown) => unknown;
+
+/**
+ * Wraps the write methods `names` of a pile class so that each leaves the turn that writable()
+ * (or schema()) entered, when it returns or throws. A write refused before it entered (closed,
+ * read-only) leaves nothing: the depth is compared, not the turn left unconditionally. In-memory
+ * and read-only piles have no turn and call straight through. Four fixed arguments, not a rest
+ * array: no allocation per put (no write takes more).
+ */
+export function holdTurnIn(proto: object, names: readonly string[]): void {
+  const methods = proto as Record<string, Write>;
+  for (const name of names) {
+    const write = methods[name]!;
+    methods[name] = function (this: { turn: WriterTurn | undefined }, a, b, c, d): unknown {
+      const turn = this.turn;
+      if (turn === undefined) return write.call(this, a, b, c, d);
+      const depth = turn.depth;
+      try {
+        return write.call(this, a, b, c, d);
+      } finally {
+        if (turn.depth > depth) turn.leave();
+      }
+    };
+  }
+}

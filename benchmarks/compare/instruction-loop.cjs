@@ -17,6 +17,9 @@
 //   cachePut    replacing puts of random keys of a durable typed cache table of 200 k Products
 //               (as compare-builds.cjs's cache put)
 //   cacheGet    gets of random keys of the same table (every one a hit)
+//   mappedPut   typed puts of the Product into a mapped pile (a directory under the system's
+//               temporary one), a fresh pile every 200 k: what the writer turn adds (issue 17)
+//   mappedDelPut delete + generic put of the same Product, on 100 k stored in a mapped pile
 const path = require('path');
 const [root, op, nStr] = process.argv.slice(2);
 const N = Number(nStr);
@@ -145,8 +148,43 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   const run = op === 'cachePut' ? replace : read;
   run(W);
   run(N);
+} else if (op === 'mappedPut' || op === 'mappedDelPut') {
+  const fs = require('fs');
+  const os = require('os');
+  const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-iloop-'));
+  let round = 0;
+  const open = () => core.openPile({ dir: path.join(base, String(round++)), checkpointInterval: 0 });
+  try {
+    if (op === 'mappedPut') {
+      const typedPuts = (n) => {
+        let pile;
+        let view;
+        for (let i = 0; i < n; i++) {
+          const j = i % ROUND;
+          if (j === 0) {
+            pile?.close();
+            pile = open();
+            view = pile.schema('product', ProductSchema);
+          }
+          ptrs[j] = view.put(product(j));
+        }
+        pile?.close();
+      };
+      typedPuts(2 * ROUND);
+      typedPuts(N);
+    } else {
+      const pile = open();
+      for (let i = 0; i < W; i++) ptrs[i] = pile.put(product(i));
+      delPut(pile, W);
+      delPut(pile, N);
+      pile.close();
+    }
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true });
+  }
 } else
   throw new Error(
-    `unknown op ${op}: genericPut, typedPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut or cacheGet`,
+    `unknown op ${op}: genericPut, typedPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut, cacheGet, mappedPut or mappedDelPut`,
   );
 if (sink === -1) console.log(sink);

@@ -79,6 +79,12 @@ export class PileCache implements CacheHost {
         `another PileCache is open on this pile${this.pile.dir === undefined ? '' : ` (${this.pile.dir})`}`,
       );
     }
+    try {
+      this.pile.claimStructures('a cache');
+    } catch (err) {
+      if (this.ownsPile) this.pile.close();
+      throw err;
+    }
     this.readonly = this.pile.readonly;
     this.mem = new PileMemory(this.pile);
     try {

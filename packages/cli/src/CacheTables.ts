@@ -1,5 +1,6 @@
-import type { Pile } from '@pile/core';
+import { isPileError, type Pile } from '@pile/core';
 import { openCache, type PileCache } from '@pile/cache';
+import { CliError, EXIT_CANNOT_OPEN } from './CliError';
 import { Progress } from './Progress';
 
 /** One keyed table of a cache as `pile stats` shows it. */
@@ -22,6 +23,9 @@ export async function cacheOf(pile: Pile): Promise<PileCache> {
     const bar = new Progress('recovering cache', 'items');
     try {
       cache = openCache({ pile, sweepIntervalSec: 0, onProgress: (p) => bar.update(p.done, p.total) });
+    } catch (err) {
+      if (isPileError(err, 'PILE_LOCKED')) throw new CliError(`${pile.dir ?? ''} is locked: ${err.message}`, EXIT_CANNOT_OPEN);
+      throw err;
     } finally {
       bar.stop();
     }

@@ -162,7 +162,7 @@ describe('pile import / export', function () {
       // Read-only commands do not run beside a live writer (yet): refused, naming it.
       const beside = await runCli(['export', dir, '--table', 'p']);
       expect(beside.code).to.equal(2);
-      expect(beside.stderr).to.match(/is locked: .*process \d+.*not supported/);
+      expect(beside.stderr).to.match(/is locked: .*open for writing.*not supported/);
     } finally {
       cache.close();
     }

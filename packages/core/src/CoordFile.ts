@@ -48,6 +48,8 @@ export const COORD = {
 const LOCK_INIT = 0;
 const LOCK_WRITERS = 1;
 const LOCK_READERS = 2;
+/** Held (write) by the one process whose pile has a cache or graph open: they change raw blocks outside the turn. */
+const LOCK_STRUCTURES = 3;
 /** How long an opener waits for another to finish laying the file out (it may be recovering a large pile). */
 const INIT_WAIT_MS = 600_000;
 
@@ -230,6 +232,11 @@ export class CoordFile {
     } finally {
       fs.closeSync(fd);
     }
+  }
+
+  /** Takes (or holds already) the byte lock of the one open with caches or graphs; false when another open holds it. */
+  holdStructures(): boolean {
+    return native.ofdLock(this.fd, LOCK_STRUCTURES, 1, 'write', this.file);
   }
 
   /** Whether another live read-write open of the pile (another process) has the file open. */

@@ -5,7 +5,6 @@ import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
 import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_TYPED, RAW_PREFIX, TYPED_PREFIX, kindOf } from './BlockFormat';
 import { blockDamage } from './Checksum';
 import { compactSegments } from './Compact';
-import type { CoordFile } from './CoordFile';
 import type { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { encodeGuard } from './EncodeGuard';
 import { walkEntries, type PileEntry } from './Entries';
@@ -21,7 +20,7 @@ import type { InlineRead } from './SchemaCodegen';
 import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
 import { shareState } from './SharedState';
-import { TurnStore, holdTurnIn } from './TurnStore';
+import { PILE_WRITES, TurnStore, holdTurnIn } from './TurnStore';
 import type { FieldAccess } from './TypedStore';
 import { CheckedTypedView } from './CheckedTypedView';
 import { TypedView, type SchemaOptions } from './TypedView';
@@ -62,7 +61,8 @@ export interface PileStats {
 /**
  * Opens (or creates) a pile. Synchronous.
  * @throws PILE_INVALID_OPTION for a bad option, naming it
- * @throws PILE_LOCKED when another writer holds the directory
+ * @throws PILE_LOCKED when this thread has the directory open for writing already, a writer of an
+ *   older single-writer build holds it, or read-only and writing opens would meet (docs/concurrency.md)
  * @throws PILE_CORRUPT when a file of the pile is damaged (the message names it)
  * @throws PILE_FORMAT_VERSION when the pile was written by a newer format
  */
@@ -84,8 +84,6 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
   protected override readonly checkpointBytes: number;
   private checkpointTimer: ReturnType<typeof setInterval> | undefined;
   private lock: DirectoryLock | ReaderMark | undefined;
-  /** pile.coord (docs/concurrency.md): the state published for the other processes of this pile. */
-  private coord: CoordFile | undefined;
 
   /** Use {@link openPile}. */
   constructor(options: PileOptions = {}) {
@@ -368,7 +366,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
   getRoot(name: string): PilePointer | undefined {
     this.open();
     if (this.readonly) this.catalog.refresh();
-    this.turn?.view();
+    else this.turn?.view();
     const p = this.catalog.roots.get(name);
     return p === undefined ? undefined : (p as PilePointer);
   }
@@ -463,11 +461,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     return result;
   }
 
-  /**
-   * Clean shutdown: saves allocator state and marks the pile clean so the next open does not scan;
-   * while other processes have the pile open for writing, a checkpoint instead (the last to close
-   * marks it clean). Idempotent.
-   */
+  /** Clean shutdown (see closeFiles: the last writer to close marks the pile clean). Idempotent. */
   close(): void {
     if (this.closed) return;
     try {
@@ -506,16 +500,4 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
 }
 
 // Each write holds the writer turn until it returns (docs/concurrency.md); writable() enters it.
-holdTurnIn(Pile.prototype, [
-  'put',
-  'set',
-  'putTyped',
-  'delete',
-  'allocRaw',
-  'putRaw',
-  'setTyped',
-  'setRoot',
-  'compact',
-  'schema',
-  'verify',
-]);
+holdTurnIn(Pile.prototype, PILE_WRITES);

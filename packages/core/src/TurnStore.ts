@@ -1,3 +1,5 @@
+import type { CoordFile } from './CoordFile';
+import { PileError } from './PileError';
 import { RecordStore } from './RecordStore';
 import type { WriterTurn } from './WriterTurn';
 
@@ -7,6 +9,22 @@ import type { WriterTurn } from './WriterTurn';
  * {@link holdTurnIn}, leaves it when it returns or throws. batch() holds it across many writes.
  */
 export abstract class TurnStore extends RecordStore {
+  /** pile.coord (docs/concurrency.md): the state shared with the other processes of this pile. */
+  protected coord: CoordFile | undefined;
+
+  /**
+   * For @pile/cache and @pile/graph, which change their raw blocks in place outside the writer
+   * turn: one open of the pile at a time may have them (held until it closes). Not for other callers.
+   * @throws PILE_LOCKED when another process (or another pile object) has the pile open with a cache or graph
+   */
+  claimStructures(what: string): void {
+    if (this.coord === undefined || this.readonly || this.coord.holdStructures()) return;
+    throw new PileError(
+      'PILE_LOCKED',
+      `pile ${this.dir ?? ''}: another process has it open with a cache or graph, which one process writes at a time (${what}; docs/concurrency.md)`,
+    );
+  }
+
   /**
    * Runs `fn` holding the writer turn for all the writes it makes: other processes wait until it
    * returns, and it pays for taking the turn once. `fn` runs synchronously; its result is returned.
@@ -25,6 +43,21 @@ export abstract class TurnStore extends RecordStore {
     }
   }
 }
+
+/** The pile's methods that write (Pile's and RecordStore's): each holds the turn while it runs. */
+export const PILE_WRITES = [
+  'put',
+  'set',
+  'putTyped',
+  'delete',
+  'allocRaw',
+  'putRaw',
+  'setTyped',
+  'setRoot',
+  'compact',
+  'schema',
+  'verify',
+] as const;
 
 type Write = (this: { turn: WriterTurn | undefined }, a: unknown, b: unknown, c: unknown, d: unknown) => unknown;
 

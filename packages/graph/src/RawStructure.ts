@@ -94,6 +94,7 @@ export class RawStructure {
     /** The structure's own repair, run by {@link writable} and {@link recoverIfNeeded}. */
     private readonly repair: () => void,
   ) {
+    pile.claimStructures(`${kind.noun} '${name}'`);
     this.state = sharedState(pile, `${kind.noun}:${name}`);
   }
 

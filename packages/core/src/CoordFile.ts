@@ -75,6 +75,10 @@ export class CoordFile {
   readonly heads: Float64Array;
   readonly marks: Uint8Array;
   readonly incarnations: Uint32Array;
+  /** False for a process that could not map the file as shared memory and writes alone (see openWriter). */
+  get shared(): boolean {
+    return this.mapping !== undefined;
+  }
   /**
    * True when this open laid the file out (no other process had the pile open): it then holds
    * the init lock until {@link initDone}, while it loads the pile from its files, so that openers
@@ -89,7 +93,8 @@ export class CoordFile {
     readonly mutex: SharedMutex | undefined,
     first: boolean,
   ) {
-    const buf = mapping!.buffer;
+    // A process that writes alone (no shared memory) gets views of private zeros: nothing reads them.
+    const buf = mapping?.buffer ?? new ArrayBuffer(COORD_SIZE);
     this.u32 = new Uint32Array(buf);
     this.f64 = new Float64Array(buf);
     this.heads = new Float64Array(buf, COORD.HEADS, NUM_CLASSES);
@@ -128,16 +133,25 @@ export class CoordFile {
           const r = native.reserve(fd, COORD_SIZE);
           if (r !== 0) fs.ftruncateSync(fd, COORD_SIZE);
         }
-        mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
-        const u32 = new Uint32Array(mapping.buffer);
         const live = native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
+        let cannot: unknown;
+        try {
+          mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
+          mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
+        } catch (err) {
+          cannot = err;
+        }
+        if (cannot !== undefined) return openSolo(fd, file, live, cannot);
+        if (!native.ofdLock(fd, LOCK_WRITERS, 1, 'read', file)) {
+          throw new PileError(
+            'PILE_LOCKED',
+            `${file}: the pile is open for writing by a process that could not map this file as shared memory, and so writes alone (byte ${LOCK_WRITERS} locked): close it first`,
+          );
+        }
+        const u32 = new Uint32Array(mapping!.buffer);
         const first = !live || u32[COORD.READY >>> 2] !== 1;
         if (!first) checkHeader(u32, file, segmentSize, pileId);
-        mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
-        if (first) layOut(u32, mutex, segmentSize, pileId);
-        if (!native.ofdLock(fd, LOCK_WRITERS, 1, 'read', file)) {
-          throw new PileError('PILE_IO', `can not take the writer byte lock of ${file} at offset ${LOCK_WRITERS}`);
-        }
+        if (first) layOut(u32, mutex!, segmentSize, pileId);
         const coord = new CoordFile(file, fd, mapping, mutex, first);
         if (!first) coord.initDone();
         return coord;
@@ -151,6 +165,23 @@ export class CoordFile {
       fs.closeSync(fd);
       if (err instanceof PileError) throw err;
       throw ioError(err, `can not set up coordination file ${file}`);
+    }
+
+    /**
+     * No shared memory in this process (started with --jitless, which has no WebAssembly; or a tool
+     * that emulates mmap): it can not take turns with others, so it writes alone, holding the
+     * writers' byte exclusively (another writer then gets PILE_LOCKED), or not at all.
+     */
+    function openSolo(fd: number, file: string, live: boolean, cannot: unknown): CoordFile {
+      mutex?.close();
+      mapping?.unmap();
+      if (live || !native.ofdLock(fd, LOCK_WRITERS, 1, 'write', file)) {
+        throw new PileError(
+          'PILE_LOCKED',
+          `the pile is open for writing by other processes, and this process can not map ${file} as shared memory to take turns with them (${(cannot as Error).message})`,
+        );
+      }
+      return new CoordFile(file, fd, undefined, undefined, true);
     }
   }
 

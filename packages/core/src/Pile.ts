@@ -115,7 +115,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
       this.alloc.onMarkAll = (count) => meta.writeMarks(count, MARK_WHOLE);
     }
     const turn =
-      this.coord !== undefined && !readonly ? shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()) : undefined;
+      this.coord?.shared === true && !readonly ? shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()) : undefined;
     this.turn = turn;
 
     try {

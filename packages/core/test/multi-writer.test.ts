@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { openPile, type Pile, type PilePointer } from '../src';
+import { openPile, PileError, type Pile, type PilePointer } from '../src';
 import { buildCore } from './fixtures/build-core';
 // Plain JS shared with the child process.
 const { valueOf } = require('./fixtures/multi-values.js') as { valueOf: (v: number, id: number) => unknown };
@@ -184,6 +184,39 @@ describe('several processes writing one pile', function () {
       expect(pile.stats.objectCount).to.equal(live.length + model.size);
     } finally {
       pile.close();
+    }
+  });
+
+  it('a process without shared memory (--jitless) writes alone: PILE_LOCKED beside other writers, and for them beside it', async () => {
+    const script = `const { openPile } = require(${JSON.stringify(path.join(__dirname, '..', 'dist', 'index.js'))});
+      let pile;
+      try { pile = openPile({ dir: process.argv[1] }); } catch (err) { process.stdout.write(err.code + '\\n'); process.exit(0); }
+      pile.put('solo');
+      process.stdout.write('opened\\n');
+      process.stdin.on('end', () => { pile.close(); process.exit(0); }).resume();`;
+    const solo = (): Promise<{ line: string; end: () => Promise<void> }> =>
+      new Promise((resolve) => {
+        const child = spawn(process.execPath, ['--jitless', '-e', script, dir], { stdio: ['pipe', 'pipe', 'inherit'] });
+        const exited = new Promise<void>((r) => child.on('close', () => r()));
+        let out = '';
+        child.stdout.setEncoding('utf8');
+        child.stdout.on('data', (c: string) => {
+          out += c;
+          if (out.includes('\n')) resolve({ line: out.trim(), end: () => (child.stdin.end(), exited) });
+        });
+      });
+    const alone = await solo();
+    expect(alone.line).to.equal('opened');
+    expect(() => openPile({ dir })).to.throw(PileError, /could not map/);
+    await alone.end();
+    const here = openPile({ dir });
+    try {
+      const beside = await solo();
+      expect(beside.line).to.equal('PILE_LOCKED');
+      await beside.end();
+      expect(here.stats.objectCount).to.equal(1);
+    } finally {
+      here.close();
     }
   });
 

@@ -8,7 +8,7 @@ const path = require('path'),
 // process waits for a core drops out of the figure, while work done for the loop on other threads
 // (a pool job faulting pages in, a GC helper) still counts.
 const cpuClock = process.env.COMPARE_CLOCK === 'cpu';
-// NO_RO=1 leaves out the read-only open and its loops: a read-only pile (whose reads check the
+// ONLY=mappedPut runs only the mapped put loop. NO_RO=1 leaves out the read-only open and its loops: a read-only pile (whose reads check the
 // change sequence) in the same process slows the writable piles' typed get and field(), for a
 // reason not yet found (docs/benchmarks.md).
 /** Milliseconds: the wall clock, or the process's CPU time (see COMPARE_CLOCK). */
@@ -28,6 +28,23 @@ module.exports = function make(root) {
     K = 200000;
   let sink = 0;
   const ptrs = new Float64Array(N);
+  // Typed puts into a fresh mapped pile (issue 17: what the writer turn costs an uncontended put).
+  function mappedPut() {
+    const d = fs.mkdtempSync(path.join(os.tmpdir(), 'pair-put-'));
+    try {
+      const p = core.openPile({ dir: d, checkpointInterval: 0 });
+      const v = p.schema('product', ProductSchema);
+      const t = now();
+      for (let i = 0; i < N; i++) ptrs[i] = v.put(product(i));
+      const dt = now() - t;
+      p.close();
+      return dt;
+    } finally {
+      fs.rmSync(d, { recursive: true, force: true });
+    }
+  }
+  // ONLY=mappedPut times that loop alone (and skips building the other loops' piles).
+  if (process.env.ONLY === 'mappedPut') return () => ({ mappedPut: N / mappedPut() });
   // mapped pile for random gets, built once
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pair-'));
   const mp = core.openPile({ dir });
@@ -158,6 +175,7 @@ module.exports = function make(root) {
     r.genericGet = N / genGet(p);
     p.close();
     r.mappedGet = 300000 / mappedGet();
+    r.mappedPut = N / mappedPut();
     if (ro !== undefined) {
       r.roTypedGet = 300000 / roTypedGet();
       r.roGenericGet = 300000 / roGenericGet();

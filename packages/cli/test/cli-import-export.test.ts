@@ -159,7 +159,7 @@ describe('pile import / export', function () {
       const locked = await runCli(['import', dir, '--table', 'p', '--key', 'id'], { stdin: '[]' });
       expect(locked.code).to.equal(2);
       expect(locked.stderr).to.match(/is locked/);
-      // Read-only commands do not run beside a live writer (yet): refused, naming it.
+      // A read-only command does not read cache tables beside a live writer that has them open (yet): refused.
       const beside = await runCli(['export', dir, '--table', 'p']);
       expect(beside.code).to.equal(2);
       expect(beside.stderr).to.match(/is locked: .*open for writing.*not supported/);

@@ -53,9 +53,10 @@ function endChange(u32: Uint32Array, began: boolean): void {
 }
 
 /**
- * A writable open's first mapping of a segment: a mark left odd by a writer that died mid-change
- * is moved on to even (the repair the change needed is recovery's), so that readers stop waiting.
- * Safe only while one writer opens the pile at a time (the directory lock).
+ * A mark left odd by a writer that died mid-change is moved on to even (the repair the change
+ * needed is recovery's), so that readers stop waiting. Safe only where no other writer can be in
+ * a change: under the writer turn (the repair after a holder died, the first opener's load) or in a
+ * writer that writes alone (Segment.clearDeadMark).
  */
 function clearDeadMark(u32: Uint32Array): void {
   const s = u32[SEQ_WORD]!;
@@ -99,7 +100,7 @@ class ReadRetry {
 function stuckError(what: string, seq: number, ms: number): PileError {
   return new PileError(
     'PILE_LOCKED',
-    `${what} met a segment being changed by a writer for ${ms} ms (change sequence ${seq}): the writer died or is stopped in the middle of a change; a writable open of the pile repairs it (docs/concurrency.md, "Checked reads")`,
+    `${what} met a segment being changed by a writer for ${ms} ms (change sequence ${seq}): the writer died or is stopped in the middle of a change; the next writer to take the turn or open the pile repairs a dead one (docs/concurrency.md, "Checked reads")`,
   );
 }
 

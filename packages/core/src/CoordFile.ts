@@ -14,7 +14,8 @@ import { MAX_SEGMENTS } from './PointerFormat';
 export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
-export const COORD_VERSION = 1;
+/** 2: the waiter count at byte 144 (a holder keeps the turn between writes until someone waits). */
+export const COORD_VERSION = 2;
 /** A multiple of 65536, as SharedMapping requires. */
 export const COORD_SIZE = 131072;
 
@@ -33,6 +34,8 @@ export const COORD = {
   SEGMENT_COUNT: 136,
   /** 1 when the allocator state below is the one of now; 0 while a holder that died has not been repaired. */
   STATE_VALID: 140,
+  /** Threads sleeping in (or about to sleep in) the writer mutex: a holder that sees it non-zero hands the turn over. */
+  WAITERS: 144,
   COUNTERS: 192,
   /** f64 slots of COUNTERS: STAT_FIELDS, then genFloor. */
   COUNTER_SLOTS: 32,
@@ -265,9 +268,13 @@ export class CoordFile {
     }
   }
 
-  /** Takes (or holds already) the byte lock of the one open with caches or graphs; false when another open holds it. */
-  holdStructures(): boolean {
-    return native.ofdLock(this.fd, LOCK_STRUCTURES, 1, 'write', this.file);
+  /**
+   * Takes (or holds already) the byte lock of caches and graphs: exclusively for the one writing
+   * open that has them (`write`), shared by read-only opens that read them. False when an open
+   * holds it in a way that excludes this one.
+   */
+  holdStructures(mode: 'read' | 'write'): boolean {
+    return native.ofdLock(this.fd, LOCK_STRUCTURES, 1, mode, this.file);
   }
 
   /** Whether another live read-write open of the pile (another process) has the file open. */

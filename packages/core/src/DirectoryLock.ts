@@ -1,14 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createExclusive, ioError, notRegular, unlinkQuietly } from './FileAccess';
-import { COORD_FILE_NAME, CoordFile } from './CoordFile';
+import { ioError, notRegular, unlinkQuietly } from './FileAccess';
 import { PileError } from './PileError';
 
 export const LOCK_FILE_NAME = 'pile.lock';
-/** Prefix of the marks read-only opens leave in the directory: `pile.reader.<pid>.<start>.<random>`. */
-const READER_PREFIX = 'pile.reader.';
-/** When this process started (ms, rounded): the same in all its threads, different for an earlier life of its pid. */
-const PROCESS_START = Math.round(Date.now() / 1000 - process.uptime());
 
 /** Directories this thread holds open for writing (a second openPile in the same thread is refused). */
 const heldHere = new Set<string>();
@@ -30,9 +25,8 @@ function alive(pid: number): boolean {
  *   each other's turn);
  * - a directory whose `pile.lock` names a live process: a build of Pile that admits one writing
  *   process (before pile.coord) holds it, and knows nothing of the turn;
- * - a directory that a live read-only open has (see {@link ReaderMark}), checked by
- *   {@link DirectoryLock.refuseReaders} once this open is counted among the writers.
- * A `pile.lock` left by a dead process is removed.
+ * Read-only opens may be open beside it (their reads are checked). A `pile.lock` left by a dead
+ * process is removed.
  */
 export class DirectoryLock {
   private constructor(private readonly dir: string) {}
@@ -81,106 +75,54 @@ export class DirectoryLock {
     return new DirectoryLock(key);
   }
 
-  /**
-   * Refuses a live read-only open. Called once this open holds its writer byte lock of pile.coord
-   * (a reader marks first and looks for writers second): of a writer and a reader opening at once,
-   * at least one sees the other.
-   * @throws PILE_LOCKED naming the reader's pid
-   */
-  refuseReaders(): void {
-    const reader = liveReader(this.dir);
-    if (reader !== undefined) {
-      throw new PileError(
-        'PILE_LOCKED',
-        `pile ${this.dir} is open read-only by process ${reader}; a writer beside live readers is not supported yet (they could read torn or stale records): close them first`,
-      );
-    }
-  }
-
   release(): void {
     heldHere.delete(this.dir);
   }
 }
 
 /**
- * What a read-only open leaves in the directory while it is open, so that a writer does not open
- * beside it (and it does not open beside a writer): until the multi-process support lands, a
- * reader beside a live writer could read a record while it is written, or keep a segment the
- * writer released. Marks of dead processes are ignored and removed.
+ * What a read-only open checks: a read-only open goes beside live writers of this build (its reads
+ * are checked, docs/concurrency.md), but not beside a live writer of an older single-writer build
+ * (its `pile.lock` names a live process), which marks none of its changes. It leaves nothing in the
+ * directory (builds before readers beside writers left a `pile.reader.*` mark, which a writer's
+ * open removes once its process is dead).
  */
 export class ReaderMark {
-  private constructor(private readonly file: string | undefined) {}
+  private constructor() {}
 
   /**
-   * Marks `dir` as read by this process, then checks that no live writer holds it. In a directory
-   * this process may not write, no mark can be left; then no writer of this user can open either.
-   * @throws PILE_LOCKED naming the writer's pid when a live process has the pile open for writing
+   * @throws PILE_LOCKED naming the writer's pid when a live writer of an older single-writer build holds the pile
    */
   static acquire(dir: string): ReaderMark {
-    // No thread id: loading worker_threads only for it would cost every read-only process.
-    let file: string | undefined = path.join(
-      dir,
-      `${READER_PREFIX}${process.pid}.${PROCESS_START}.${Math.random().toString(36).slice(2, 10)}`,
-    );
-    try {
-      fs.closeSync(createExclusive(file, true));
-    } catch {
-      file = undefined;
-    }
-    const mark = new ReaderMark(file);
     const lock = path.join(dir, LOCK_FILE_NAME);
     let owner = NaN;
     try {
       owner = readPid(lock);
     } catch {
-      /* no lock: no writer */
+      /* no lock: no writer of an older build */
     }
     if (Number.isInteger(owner) && owner > 0 && alive(owner)) {
-      mark.release();
       throw new PileError(
         'PILE_LOCKED',
-        `pile ${dir} is open for writing by process ${owner} (lock file ${lock}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writer first`,
+        `pile ${dir} is open for writing by process ${owner} (lock file ${lock}), a build of Pile that admits one writing process and does not mark its changes for readers: close it first`,
       );
     }
-    if (CoordFile.writersLive(dir)) {
-      mark.release();
-      throw new PileError(
-        'PILE_LOCKED',
-        `pile ${dir} is open for writing by a live process (${path.join(dir, COORD_FILE_NAME)}); a read-only open beside a live writer is not supported yet (it could read torn or stale records): close the writers first`,
-      );
-    }
-    return mark;
+    return new ReaderMark();
   }
 
   release(): void {
-    if (this.file !== undefined) unlinkQuietly(this.file);
+    /* nothing held */
   }
-}
-
-/** The pid of a live read-only open of `dir`, or undefined; removes the marks of dead ones. */
-function liveReader(dir: string): number | undefined {
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir);
-  } catch {
-    return undefined;
-  }
-  for (const name of names) {
-    if (!name.startsWith(READER_PREFIX)) continue;
-    const [pid, start] = name.slice(READER_PREFIX.length).split('.').map(Number);
-    if (pid === undefined || !Number.isInteger(pid)) continue;
-    const live = pid === process.pid ? Math.abs((start ?? 0) - PROCESS_START) <= 2 : alive(pid);
-    if (live) return pid;
-    unlinkQuietly(path.join(dir, name));
-  }
-  return undefined;
 }
 
 function readPid(file: string): number {
   return Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
 }
 
-/** Private files of lock takers that died between creating and removing them. */
+/**
+ * Private files of lock takers that died between creating and removing them, and the
+ * `pile.reader.<pid>.*` marks of read-only opens of older builds whose process is dead.
+ */
 function removeLeftovers(dir: string): void {
   let names: string[];
   try {
@@ -189,7 +131,7 @@ function removeLeftovers(dir: string): void {
     return;
   }
   for (const name of names) {
-    const m = /^pile\.lock\.(?:(\d+)\.tmp|stale-(\d+))$/.exec(name);
+    const m = /^pile\.lock\.(?:(\d+)\.tmp|stale-(\d+))$/.exec(name) ?? /^pile\.reader\.(\d+)\./.exec(name);
     if (m === null) continue;
     const pid = Number(m[1] ?? m[2]);
     if (pid !== process.pid && !alive(pid)) {

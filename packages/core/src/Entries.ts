@@ -3,7 +3,8 @@ import { KIND_NAMES, type RecordKind } from './BlockFormat';
 import { FLAG_BODY, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_USED, flagsOf, genOf, kindOf, stateOf } from './BlockFormat';
 import { ReadRetry } from './ChangeSeq';
 import type { PilePointer } from './PilePointer';
-import { closedError, type RecordStore } from './RecordStore';
+import { closedError } from './ReadState';
+import type { RecordStore } from './RecordStore';
 import type { Segment } from './Segment';
 import { payloadSize } from './ValueEncoding';
 

@@ -61,8 +61,7 @@ export interface PileStats {
 /**
  * Opens (or creates) a pile. Synchronous.
  * @throws PILE_INVALID_OPTION for a bad option, naming it
- * @throws PILE_LOCKED when this thread has the directory open for writing already, a writer of an
- *   older single-writer build holds it, or read-only and writing opens would meet (docs/concurrency.md)
+ * @throws PILE_LOCKED when this thread has it open for writing, or an older build's writer holds it (docs/concurrency.md)
  * @throws PILE_CORRUPT when a file of the pile is damaged (the message names it)
  * @throws PILE_FORMAT_VERSION when the pile was written by a newer format
  */
@@ -101,6 +100,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
       maxMemory: options.maxMemory ?? Number.MAX_SAFE_INTEGER,
       pileId: files?.pileId ?? randomInt(1, 0x7fffffff),
       meta: files?.meta,
+      checkReads: readonly || files?.coord?.shared === true, // others may write beside (docs/concurrency.md)
     });
     this.lock = files?.lock;
     this.coord = files?.coord;
@@ -114,9 +114,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
       this.alloc.onMark = (segIdx, level) => meta.writeMark(segIdx, level);
       this.alloc.onMarkAll = (count) => meta.writeMarks(count, MARK_WHOLE);
     }
-    const turn =
-      this.coord?.shared === true && !readonly ? shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()) : undefined;
-    this.turn = turn;
+    const turn = (this.turn = readonly ? undefined : shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()));
 
     try {
       if (files !== undefined) startPile(this, files, turn, this.lastRecovery, onProgress, () => this.checkpoint());

@@ -74,10 +74,10 @@ export function openFiles(
       }
       meta = MetaFile.create(dir, { segmentSize, pileId, segmentCount: 0, clean: false, genFloor: 0 });
       coord = CoordFile.openWriter(dir, segmentSize, pileId);
-      (lock as DirectoryLock).refuseReaders();
       return { meta, lock, coord, existing: false, segmentSize, pileId, clean: false, segmentCount: 0 };
     }
-    // Until readers beside a writer are supported, a read-only open and a writer exclude each other.
+    // A read-only open goes beside live writers (its reads are checked); only a writer of an older
+    // single-writer build, which marks no changes, is refused.
     if (readonly) lock = ReaderMark.acquire(dir);
     const h = meta.readHeader();
     if (options.segmentSize !== undefined && options.segmentSize !== h.segmentSize) {
@@ -89,10 +89,7 @@ export function openFiles(
     if (h.segmentCount > MAX_SEGMENTS)
       throw new PileError('PILE_CORRUPT', `meta file ${meta.file}: bad segment count ${h.segmentCount} at offset 16`);
     if (readonly) coord = CoordFile.openReader(dir, h.segmentSize, h.pileId);
-    else {
-      coord = CoordFile.openWriter(dir, h.segmentSize, h.pileId);
-      (lock as DirectoryLock).refuseReaders();
-    }
+    else coord = CoordFile.openWriter(dir, h.segmentSize, h.pileId);
     return {
       meta,
       lock,
@@ -131,6 +128,7 @@ export function startPile(
   if (files.existing) loadPile(store, report, files.segmentCount, files.clean, onProgress);
   if (!store.readonly) checkpoint();
   turn?.leave();
+  turn?.release(); // published before others join
   files.coord?.initDone();
 }
 
@@ -154,6 +152,7 @@ export function closeFiles(store: RecordStore, coord: CoordFile | undefined, tur
     meta.sync();
   }
   turn?.leave();
+  turn?.release();
 }
 
 /**
@@ -181,8 +180,9 @@ export function loadPile(
     meta.sync();
     clean = false;
   }
+  // A writer that loads the pile is alone or holds the turn: a change mark a dead writer left odd is cleared.
   for (let i = 0; i < segmentCount; i++) {
-    store.segments.push(Segment.open(dir!, i, segmentSize, pileId, readonly));
+    store.segments.push(Segment.open(dir!, i, segmentSize, pileId, readonly, true));
   }
   if (readonly) {
     store.catalog.load();
@@ -214,7 +214,9 @@ export function repairPile(store: RecordStore, report: RecoveryReport): void {
   const count = Math.min(h.segmentCount, MAX_SEGMENTS);
   store.alloc.genFloor = h.genFloor;
   while (segments.length > count) segments.pop()!.release();
-  for (let i = segments.length; i < count; i++) segments.push(Segment.open(dir!, i, segmentSize, pileId, false));
+  // Change marks the dead holder left odd are cleared under the turn, before recovery changes anything.
+  for (const seg of segments) seg.clearDeadMark();
+  for (let i = segments.length; i < count; i++) segments.push(Segment.open(dir!, i, segmentSize, pileId, false, true));
   removeUncounted(dir!, count);
   Object.assign(report, emptyRecoveryReport());
   recoverFiles(store, report, undefined, count, false);

@@ -1,6 +1,8 @@
 import { NO_SEQ_WORDS, ReadRetry, SEQ_WORD } from './ChangeSeq';
+import { PileError } from './PileError';
 import type { PilePointer } from './PilePointer';
 import type { Segment } from './Segment';
+import type { WriterTurn } from './WriterTurn';
 
 /**
  * What a read of a RecordStore leaves for the code after it, and the check that the read met no
@@ -12,10 +14,16 @@ export abstract class ReadState {
   closed = false;
   /**
    * @internal Whether reads load the change sequences (ChangeSeq.ts): only where another process
-   * may change records while this one reads them. A read-only open does; a writable open holds the
-   * directory lock, so it is the only writer and its own reads never meet a change.
+   * may change records while this one reads them: read-only opens, and writable opens that take
+   * the writer turn with others (pile.coord mapped). A writer alone (in memory, or a process that
+   * could not map pile.coord and so holds the writers' lock exclusively) never meets a change.
    */
   checkReads = false;
+  /**
+   * The writer turn of a read-write mapped pile (docs/concurrency.md): writable() enters it, and
+   * TurnStore leaves it when the write is done; undefined for in-memory and read-only piles.
+   */
+  protected turn: WriterTurn | undefined;
 
   // Scratch of the last resolve(): the head block, and the block holding the data (== head unless
   // linked). Fields rather than a result object: resolve() runs on every read and allocates
@@ -39,6 +47,15 @@ export abstract class ReadState {
   bU32: Uint32Array = NO_SEQ_WORDS;
   /** @internal */
   bSeq = 0;
+
+  protected open(): void {
+    if (this.closed) throw closedError();
+  }
+
+  /** @internal Takes up what other processes published (Catalog's host): see WriterTurn.view. */
+  follow(): void {
+    this.turn?.view();
+  }
 
   /** @internal Forgets the change sequences of the last read (a read that touches no segment compares these). */
   clearSeqs(): void {
@@ -110,4 +127,9 @@ export abstract class ReadState {
       if (this.readSettled()) return value;
     }
   }
+}
+
+/** The error of every call on a closed pile. */
+export function closedError(): PileError {
+  return new PileError('PILE_CLOSED', 'the pile is closed');
 }

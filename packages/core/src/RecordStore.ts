@@ -38,11 +38,10 @@ import { invalid } from './PileOptions';
 import type { PilePointer } from './PilePointer';
 import { compileQuickLocate, type QuickLocate } from './PointerCheck';
 import { PointerFormat, SEGMENT_DIV } from './PointerFormat';
-import { ReadState } from './ReadState';
+import { ReadState, closedError } from './ReadState';
 import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
 import { addSegment, mapNewSegments } from './SegmentTable';
-import type { WriterTurn } from './WriterTurn';
 import { ValueEncoding } from './ValueEncoding';
 import { checkBeforeWrite, corruptError } from './Verify';
 
@@ -79,6 +78,7 @@ export interface RecordStoreSetup {
   readonly maxMemory: number;
   readonly pileId: number;
   readonly meta: MetaFile | undefined;
+  readonly checkReads: boolean; // another process may write (ReadState.checkReads)
 }
 
 /**
@@ -109,11 +109,6 @@ export abstract class RecordStore extends ReadState {
   readonly catalog: Catalog;
   /** @internal How values become bytes and back; holds what a put is about to write. */
   readonly values: ValueEncoding;
-  /**
-   * The writer turn of a read-write mapped pile (docs/concurrency.md): writable() enters it, and
-   * TurnStore leaves it when the write is done; undefined for in-memory and read-only piles.
-   */
-  protected turn: WriterTurn | undefined;
   /** @internal While recovery runs: a released block is only marked free (no free lists yet). */
   recovering = false;
   protected readonly verifyOnRead: boolean;
@@ -142,7 +137,7 @@ export abstract class RecordStore extends ReadState {
     this.fmt = fmt;
     this.typedWordMask = ~(GEN_MASK & ~fmt.tagMask) >>> 0;
     this.rawWordMask = (this.typedWordMask & ~(FLAG_SEALED << FLAG_SHIFT)) >>> 0;
-    this.checkReads = setup.readonly;
+    this.checkReads = setup.checkReads;
     this.quickLocate = setup.verifyOnRead ? () => -1 : compileQuickLocate(fmt, LOCATE_FIELDS, this.checkReads);
     this.alloc = new Allocator(
       this.segments,
@@ -412,17 +407,6 @@ export abstract class RecordStore extends ReadState {
     return start + TYPED_PREFIX;
   }
 
-  // ------------------------------------------------------------------------- internals
-
-  /** @internal Takes up what other processes published (Catalog's host): see WriterTurn.view. */
-  follow(): void {
-    this.turn?.view();
-  }
-
-  protected open(): void {
-    if (this.closed) throw closedError();
-  }
-
   /**
    * Every write starts here, the typed put too: the refusals are a call of their own, so that
    * TurboFan's inlining budget goes to the codec (`node benchmarks/dist/run.js codec`, docs/benchmarks.md).
@@ -549,7 +533,7 @@ export abstract class RecordStore extends ReadState {
     const tag = Math.floor(rest * (1 / SEGMENT_DIV));
     const segIdx = rest - tag * SEGMENT_DIV;
     let seg = this.segments[segIdx];
-    // A segment another process added since: read-only piles map it, writers take up what was published.
+    // Added by another process since: read-only piles map it, writers follow what was published.
     if (seg === undefined) seg = this.readonly ? mapNewSegments(this, segIdx) : (this.follow(), this.segments[segIdx]);
     seg?.use();
     if (seg === undefined || tag > fmt.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
@@ -612,9 +596,4 @@ export abstract class RecordStore extends ReadState {
     this.dOff = bOff;
     return true;
   }
-}
-
-/** The error of every call on a closed pile. */
-export function closedError(): PileError {
-  return new PileError('PILE_CLOSED', 'the pile is closed');
 }

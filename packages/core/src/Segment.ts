@@ -12,7 +12,7 @@ import {
   STATE_FREE,
   stateOf,
 } from './BlockFormat';
-import { clearDeadMark } from './ChangeSeq';
+import { SEQ_WORD, clearDeadMark } from './ChangeSeq';
 import { createExclusive, ioError, openExisting } from './FileAccess';
 import { PileError } from './PileError';
 
@@ -212,7 +212,7 @@ export class Segment {
    * @throws PILE_CORRUPT when the file is missing, of the wrong size, or its header does not match
    * @throws PILE_FORMAT_VERSION when the file was written by a newer format
    */
-  static open(dir: string, index: number, size: number, pileId: number, readonly: boolean): Segment {
+  static open(dir: string, index: number, size: number, pileId: number, readonly: boolean, clearMark = false): Segment {
     const file = path.join(dir, segmentFileName(index));
     const fd = openSegmentFile(file, readonly);
     try {
@@ -223,6 +223,7 @@ export class Segment {
       const header = Buffer.alloc(SEGMENT_HEADER_SIZE);
       fs.readSync(fd, header, 0, header.length, 0);
       checkHeader(header, file, index, size, pileId);
+      if (clearMark && !readonly) clearMarkInFile(fd, header);
       return new Segment(index, file, size, readonly, undefined);
     } finally {
       fs.closeSync(fd);
@@ -372,6 +373,30 @@ export class Segment {
     }
   }
 
+  /**
+   * Moves on to even a change mark (ChangeSeq.ts) that a writer which died in the middle of a
+   * change left odd, so that readers stop waiting for it. Only the holder of the writer turn (or a
+   * writer alone) may call it, before it changes anything: nobody else can be in a change then.
+   * @throws PILE_IO when the segment's file can not be read or written
+   */
+  clearDeadMark(): void {
+    if (this.mapped) {
+      clearDeadMark(this.u32);
+      return;
+    }
+    if (this.file === undefined || this.readonlyMap) return;
+    const fd = openSegmentFile(this.file, false);
+    try {
+      const header = Buffer.alloc(SEGMENT_HEADER_SIZE);
+      fs.readSync(fd, header, 0, header.length, 0);
+      clearMarkInFile(fd, header);
+    } catch (err) {
+      throw ioError(err, `can not clear the change mark of segment file ${this.file}`);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
   private attach(mapping: Mapping): void {
     const buf = mapping.buffer;
     this.mapping = mapping;
@@ -382,8 +407,6 @@ export class Segment {
     // msgpackr's unpack takes a source's DataView from here (ValueEncoding.decode unpacks from the
     // segment itself); it would add the property on first use, giving segment Buffers two shapes.
     (buf as Buffer & { dataView?: DataView }).dataView = this.view;
-    // A writer's first mapping: a change mark its dead predecessor left would stall readers.
-    if (!this.readonlyMap) clearDeadMark(this.u32);
     this.mapped = true;
   }
 
@@ -437,6 +460,15 @@ function checkHeader(b: Buffer, file: string, index: number, size: number, pileI
  * @throws PILE_CORRUPT when the file is missing or not a regular file
  * @throws PILE_IO when it exists but can not be opened (permissions, I/O error)
  */
+/** Writes the change mark (ChangeSeq.ts, byte 20) of the header read from `fd` even, if it is odd: through the page cache, which the mappings share. */
+function clearMarkInFile(fd: number, header: Buffer): void {
+  const seq = header.readUInt32LE(SEQ_WORD * 4);
+  if ((seq & 1) === 0) return;
+  const word = Buffer.alloc(4);
+  word.writeUInt32LE((seq + 1) >>> 0);
+  fs.writeSync(fd, word, 0, 4, SEQ_WORD * 4);
+}
+
 function openSegmentFile(file: string, readonly: boolean): number {
   const fd = openExisting(file, readonly);
   if (fd === undefined) throw new PileError('PILE_CORRUPT', `segment file ${file} is missing`);

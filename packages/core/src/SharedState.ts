@@ -10,9 +10,16 @@ import { WriterTurn, type TurnHost } from './WriterTurn';
 /**
  * The writer turn of a read-write mapped pile, with its shared state: the allocator works on the
  * free-list heads and dirty marks in pile.coord from now on. A holder's death is repaired by the
- * recovery an unclean open runs (reported in `report`), then a checkpoint.
+ * recovery an unclean open runs (reported in `report`), then a checkpoint. Undefined (no turn) for
+ * a pile without pile.coord mapped as shared memory: in memory, or a process that writes alone.
  */
-export function shareState(store: RecordStore, coord: CoordFile, report: RecoveryReport, checkpoint: () => void): WriterTurn {
+export function shareState(
+  store: RecordStore,
+  coord: CoordFile | undefined,
+  report: RecoveryReport,
+  checkpoint: () => void,
+): WriterTurn | undefined {
+  if (coord?.shared !== true) return undefined;
   const state = new SharedState(coord, store, () => {
     repairPile(store, report);
     checkpoint();
@@ -52,6 +59,8 @@ export class SharedState implements TurnHost {
   /** The segments as this process last published or refreshed them, and their incarnations. */
   private known: Segment[] = [];
   private incarnations: number[] = [];
+  /** The catalog sequence as this process last published or took it up. */
+  private catalogSeq = -1;
 
   constructor(
     private readonly coord: CoordFile,
@@ -75,7 +84,14 @@ export class SharedState implements TurnHost {
     if (n !== known.length || (n > 0 && segments[n - 1] !== known[n - 1])) this.countSegments();
     const u32 = this.coord.u32;
     u32[SEGMENT_COUNT] = n;
-    u32[CATALOG_SEQ] = this.store.catalog.seq;
+    u32[CATALOG_SEQ] = this.catalogSeq = this.store.catalog.seq;
+  }
+
+  changed(): boolean {
+    const { segments, catalog } = this.store;
+    const n = segments.length;
+    const known = this.known;
+    return catalog.seq !== this.catalogSeq || n !== known.length || (n > 0 && segments[n - 1] !== known[n - 1]);
   }
 
   refresh(): void {
@@ -84,12 +100,14 @@ export class SharedState implements TurnHost {
     const f64 = this.coord.f64;
     for (let i = 0; i < COORD_FIELDS.length; i++) alloc[COORD_FIELDS[i]!] = f64[COUNTERS + i]!;
     relist(alloc);
-    if (catalog.seq !== this.coord.catalogSeq) {
+    const seq = this.coord.catalogSeq;
+    if (catalog.seq !== seq) {
       catalog.load();
       // msgpackr reloads the record structures another process added before its next pack.
       values.forgetStructures();
       catalog.storedCodecs.clear();
     }
+    this.catalogSeq = catalog.seq;
   }
 
   repair(): void {
@@ -98,6 +116,7 @@ export class SharedState implements TurnHost {
     this.mapSegments(Math.min(this.coord.segmentCount, this.store.meta!.readHeader().segmentCount));
     this.repairFiles();
     this.countSegments();
+    this.catalogSeq = -1; // published by the release that follows
   }
 
   /** Segments this process made since its last publish (new objects) get the next incarnation of their index. */

@@ -3,8 +3,10 @@ import { COORD, type CoordFile } from './CoordFile';
 import { PileError } from './PileError';
 
 const OWNER_DEAD = native.MUTEX.OWNER_DEAD;
+const BUSY = native.MUTEX.BUSY;
 const SEQ = COORD.WRITE_SEQ >>> 2;
 const VALID = COORD.STATE_VALID >>> 2;
+const WAITERS = COORD.WAITERS >>> 2;
 
 /** What the turn brings up to date, publishes and repairs: the pile (see SharedState). */
 export interface TurnHost {
@@ -14,21 +16,58 @@ export interface TurnHost {
   publish(): void;
   /** Brings the pile back from the files after a holder died, as an unclean open does; publishes. */
   repair(): void;
+  /** Whether this process made a change since its last publish that others must learn at once: a segment, a catalog change. */
+  changed(): boolean;
+}
+
+/** Turns this thread holds between writes: released when the thread exits normally (process.exit() included). */
+const heldTurns = new Set<WriterTurn>();
+let exitHooked = false;
+
+function releaseAtExit(): void {
+  for (const turn of heldTurns) {
+    try {
+      if (turn.depth === 0) turn.release();
+    } catch {
+      // Left held: the next holder finds it OWNER_DEAD and repairs.
+    }
+  }
 }
 
 /**
- * The writer turn of issue 17: one thread of one process writes at a time, any may take the turn.
- * enter() takes the writer mutex of pile.coord (sleeping in the kernel while another holds it),
- * repairs what a dead holder left, and refreshes this process's view when another process wrote
- * since (the write sequence moved); leave() publishes this process's state, moves the sequence on
- * and unlocks. Nested enters (a batch, a write inside a write) hold it once.
+ * The writer turn of issue 17: one thread of one process writes at a time, any may take the turn
+ * (docs/concurrency.md, "The writer turn").
+ *
+ * Taking it locks the writer mutex of pile.coord (sleeping in the kernel while another holds it,
+ * counted in the waiter word meanwhile), repairs what a dead holder left, and refreshes this
+ * process's view when another process wrote since (the write sequence moved). A thread then holds
+ * it across its writes, so that an uncontended write costs a flag test and one atomic load instead
+ * of a lock, a catch-up check, a publish and an unlock: the turn is released (its state published,
+ * the sequence moved on, the mutex unlocked) at the end of the write during which another thread
+ * was found waiting, at the end of a write that others must learn of at once (a new segment, a
+ * catalog change), at the end of the event-loop turn in which it was taken (setImmediate), and at
+ * close or exit. Nested enters (a batch, a write inside a write) hold it once.
  */
 export class WriterTurn {
-  /** Enters not yet left: the mutex is held while this is above 0. */
+  /** Enters not yet left (writes running, batches). */
   depth = 0;
+  /** This thread holds the mutex: while a write runs, and between writes until release(). */
+  held = false;
   /** The write sequence as this process last saw or made it. */
   private seen: number;
+  /** A release at the end of this event-loop turn is scheduled. */
+  private scheduled = false;
   private readonly u32: Uint32Array;
+  private readonly releaseLater = (): void => {
+    this.scheduled = false;
+    if (this.depth !== 0 || !this.held) return;
+    try {
+      this.release();
+    } catch {
+      // pile.meta or pile.coord could not be written: the turn stays held (repair is the next
+      // holder's if this process dies); the next write's release reports the error.
+    }
+  };
 
   constructor(
     private readonly coord: CoordFile,
@@ -40,24 +79,25 @@ export class WriterTurn {
   }
 
   /**
+   * Enters the turn for a write: takes the mutex unless this thread holds it already.
    * @throws PILE_LOCKED when the mutex can not be taken (ENOTRECOVERABLE, or this thread holds it
    *   through another pile object), naming the file; what repair() or refresh() throws
    */
   enter(): void {
-    if (this.depth++ !== 0) return;
+    if (this.depth++ !== 0 || this.held) return;
     let r: number;
     try {
-      r = this.coord.mutex!.lock();
+      r = this.lock();
     } catch (err) {
       this.depth = 0;
       throw lockError(this.coord.file, err);
     }
-    if (r === OWNER_DEAD || this.u32[SEQ] !== this.seen) this.catchUp(r === OWNER_DEAD);
+    this.taken(r);
   }
 
   /** enter() for a timer: false (nothing held) when another thread holds the turn now. */
   tryEnter(): boolean {
-    if (this.depth !== 0) {
+    if (this.depth !== 0 || this.held) {
       this.depth++;
       return true;
     }
@@ -67,31 +107,64 @@ export class WriterTurn {
     } catch {
       return false;
     }
-    if (r === native.MUTEX.BUSY) return false;
+    if (r === BUSY) return false;
     this.depth = 1;
-    if (r === OWNER_DEAD || this.u32[SEQ] !== this.seen) this.catchUp(r === OWNER_DEAD);
+    this.taken(r);
     return true;
   }
 
   /**
+   * Leaves a write or batch. The outermost leave releases the turn when another thread waits for
+   * it or this process made a change the others must learn of at once; otherwise this thread goes
+   * on holding it until the end of the event-loop turn (or the next such leave).
+   */
+  leave(): void {
+    if (--this.depth !== 0) return;
+    if (Atomics.load(this.u32, WAITERS) !== 0 || this.host.changed()) this.release();
+  }
+
+  /**
+   * Publishes this process's state, moves the write sequence on and unlocks, if this thread holds
+   * the turn and no write of it runs.
+   * @throws what publishing throws (the mutex is unlocked all the same)
+   */
+  release(): void {
+    if (!this.held || this.depth !== 0) return;
+    this.held = false;
+    heldTurns.delete(this);
+    try {
+      this.host.publish();
+      Atomics.store(this.u32, VALID, 1);
+      this.seen = Atomics.add(this.u32, SEQ, 1) + 1;
+    } finally {
+      this.coord.mutex!.unlock();
+    }
+  }
+
+  /**
    * Brings this process's view (roots, schemas, segments) up to what another process published,
-   * without writing: for reads of roots. Nothing to do while this thread holds the turn or nothing moved.
+   * without writing: for reads of roots and of segments made since. Nothing to do while this
+   * thread holds the turn (nobody else wrote since it took it) or nothing moved.
    */
   view(): void {
-    if (this.depth !== 0 || Atomics.load(this.u32, SEQ) === this.seen) return;
+    if (this.depth !== 0 || this.held || Atomics.load(this.u32, SEQ) === this.seen) return;
     this.enter();
-    if (Atomics.load(this.u32, VALID) !== 1) {
-      this.leave(); // repaired: publish it
+    this.depth = 0;
+    if (Atomics.load(this.u32, VALID) !== 1 || this.host.changed()) {
+      this.release(); // repaired: publish it
       return;
     }
-    this.depth = 0;
+    this.held = false;
+    heldTurns.delete(this);
     this.coord.mutex!.unlock();
   }
 
   /** Lets go of the turn without publishing, if this thread holds it: an open or close that failed. */
   abandon(): void {
-    if (this.depth === 0) return;
     this.depth = 0;
+    if (!this.held) return;
+    this.held = false;
+    heldTurns.delete(this);
     try {
       this.coord.mutex!.unlock();
     } catch {
@@ -101,19 +174,42 @@ export class WriterTurn {
 
   /** enter() for the opener that lays the pile out and loads it from its files itself: no catching up. */
   enterFresh(): void {
-    this.coord.mutex!.lock();
+    const r = this.lock();
     this.depth = 1;
+    this.hold();
+    if (r === OWNER_DEAD) this.coord.mutex!.consistent(); // a holder of an earlier life of the file: it is laid out anew
   }
 
-  leave(): void {
-    if (--this.depth !== 0) return;
+  /** Locks the mutex, counted in the waiter word while it sleeps so that the holder hands the turn over. */
+  private lock(): number {
+    const mutex = this.coord.mutex!;
+    const r = mutex.tryLock();
+    if (r !== BUSY) return r;
+    Atomics.add(this.u32, WAITERS, 1);
     try {
-      this.host.publish();
-      Atomics.store(this.u32, VALID, 1);
-      this.seen = Atomics.add(this.u32, SEQ, 1) + 1;
+      return mutex.lock();
     } finally {
-      this.coord.mutex!.unlock();
+      Atomics.sub(this.u32, WAITERS, 1);
     }
+  }
+
+  private hold(): void {
+    this.held = true;
+    heldTurns.add(this);
+    if (!exitHooked) {
+      exitHooked = true;
+      process.on('exit', releaseAtExit);
+    }
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.releaseLater);
+    }
+  }
+
+  /** The mutex is this thread's (lock result `r`): catch up when another process wrote or a holder died. */
+  private taken(r: number): void {
+    this.hold();
+    if (r === OWNER_DEAD || this.u32[SEQ] !== this.seen) this.catchUp(r === OWNER_DEAD);
   }
 
   /**
@@ -133,8 +229,7 @@ export class WriterTurn {
       else this.host.refresh();
       this.seen = Atomics.load(u32, SEQ);
     } catch (err) {
-      this.depth = 0;
-      this.coord.mutex!.unlock();
+      this.abandon();
       throw err;
     }
   }

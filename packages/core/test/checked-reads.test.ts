@@ -49,8 +49,12 @@ describe('checked reads beside a writer in another process', function () {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('two read-only processes read no torn value and no false stale pointer while a writer sets in place', async () => {
-    const ms = Number(process.env.PILE_CHECKED_READS_MS ?? 10_000);
+  /**
+   * Puts 64 generic and 64 typed records, then runs `writers` processes that set them in place for
+   * `ms` while two reader processes (read-only opens, or read-write opens that only read) read them
+   * by every path; checks that no read was torn or falsely stale and that the pile verifies after.
+   */
+  async function readBesideWriters(ms: number, writers: number, readerOptions: string): Promise<void> {
     const pile = openPile({ dir, segmentSize: 4 << 20 });
     const view = pile.schema('checked', shape);
     const generic: number[] = [];
@@ -61,17 +65,14 @@ describe('checked reads beside a writer in another process', function () {
     pile.close();
     const env = { PILE_DIR: dir, PILE_PTRS: JSON.stringify(generic), PILE_TYPED: JSON.stringify(typed), PILE_MS: String(ms) };
 
-    // A read-only open and a writer exclude each other until the multi-process support lands
-    // (docs/durability.md): the readers open first, and their marks are removed so that the writer
-    // may open beside them.
-    const readers = [child('checked-reader.js', env), child('checked-reader.js', env)];
-    for (const r of readers) expect(await nextLine(r)).to.deep.equal({ opened: true });
-    for (const name of fs.readdirSync(dir)) if (name.startsWith('pile.reader.')) fs.rmSync(path.join(dir, name));
-    const writer = child('checked-writer.js', env);
-    const written = await nextLine(writer);
+    // Plain opens, readers first: a read-only open and live writers may be open together.
+    const readers = [0, 1].map(() => child('checked-reader.js', { ...env, PILE_READER_OPTIONS: readerOptions }));
+    for (const r of readers) expect(await nextLine(r), 'opened, its reads checked').to.deep.equal({ opened: true, checks: true });
+    const writing = Array.from({ length: writers }, () => child('checked-writer.js', env));
+    const written = await Promise.all(writing.map((w) => nextLine(w)));
     for (const r of readers) r.proc.stdin!.end();
     const reports = await Promise.all(readers.map((r) => nextLine(r)));
-    console.log(`      writer: ${String(written.sets)} sets in ${String(written.ms)} ms; readers: ${JSON.stringify(reports)}`);
+    console.log(`      writers: ${JSON.stringify(written)}; readers (${readerOptions}): ${JSON.stringify(reports)}`);
     for (const report of reports) {
       expect(report.reads as number).to.be.above(0);
       expect(report.entriesPasses as number).to.be.above(0);
@@ -89,7 +90,7 @@ describe('checked reads beside a writer in another process', function () {
         first: undefined,
       });
     }
-    expect(written.sets as number).to.be.above(0);
+    for (const w of written) expect(w.sets as number).to.be.above(0);
 
     // Every record holds a whole version, and the pile verifies.
     const after = openPile({ dir });
@@ -98,6 +99,14 @@ describe('checked reads beside a writer in another process', function () {
     for (const p of typed) expect(afterView.get(p as never).a.every((x) => x === afterView.get(p as never).n)).to.equal(true);
     expect(after.verify().ok).to.equal(true);
     after.close();
+  }
+
+  it('two read-only processes read no torn value and no false stale pointer while a writer sets in place', async () => {
+    await readBesideWriters(Number(process.env.PILE_CHECKED_READS_MS ?? 10_000), 1, 'readonly');
+  });
+
+  it('two read-write processes that read check their reads while two other read-write processes set in place', async () => {
+    await readBesideWriters(Number(process.env.PILE_CHECKED_READS_MS ?? 10_000) / 2, 2, 'readwrite');
   });
 });
 

@@ -80,7 +80,7 @@ export class PileCache implements CacheHost {
       );
     }
     try {
-      this.pile.claimStructures('a cache');
+      this.pile.claimStructures('a cache', true); // read-only tables check their reads (CheckedRead.ts)
     } catch (err) {
       if (this.ownsPile) this.pile.close();
       throw err;

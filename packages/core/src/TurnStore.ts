@@ -14,19 +14,20 @@ export abstract class TurnStore extends RecordStore {
 
   /**
    * For @pile/cache and @pile/graph, which change their raw blocks in place outside the writer
-   * turn and without change marks: one writing open of the pile at a time may have them (held until
-   * it closes), and read-only opens may read them only while no writing open has them. Not for
-   * other callers.
+   * turn: one writing open of the pile at a time may have them (held until it closes). A read-only
+   * open whose reads of them are checked (`readersChecked`: cache tables) reads beside it; other
+   * read-only opens (graphs) only while no writing open has one. Not for other callers.
    * @throws PILE_LOCKED when another writing open (another process, or another pile object) has the
-   *   pile open with a cache or graph, or (for a writing open) a read-only open reads one
+   *   pile open with a cache or graph, or (for a writing open) a read-only open reads a graph
    */
-  claimStructures(what: string): void {
-    if (this.coord === undefined || this.coord.holdStructures(this.readonly ? 'read' : 'write')) return;
+  claimStructures(what: string, readersChecked = false): void {
+    if (this.coord === undefined || (this.readonly && readersChecked)) return;
+    if (this.coord.holdStructures(this.readonly ? 'read' : 'write')) return;
     throw new PileError(
       'PILE_LOCKED',
       this.readonly
-        ? `pile ${this.dir ?? ''} is open for writing with a cache or graph by another process; reading caches and graphs from a read-only open beside it is not supported yet (their blocks are changed in place without change marks) (${what}; docs/concurrency.md)`
-        : `pile ${this.dir ?? ''}: another process has it open with a cache or graph, which one process writes at a time, or reads one read-only (${what}; docs/concurrency.md)`,
+        ? `pile ${this.dir ?? ''} is open for writing with a cache or graph by another open; reading graphs from a read-only open beside it is not supported yet (their blocks are changed in place without change marks) (${what}; docs/concurrency.md)`
+        : `pile ${this.dir ?? ''}: another open has it with a cache or graph, which one open writes at a time, or reads a graph read-only (${what}; docs/concurrency.md)`,
     );
   }
 

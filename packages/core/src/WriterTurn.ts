@@ -20,6 +20,11 @@ export interface TurnHost {
   changed(): boolean;
 }
 
+/** Sleeper of the hand-over wait: nobody wakes it, Atomics.wait just times out. */
+const NAP = new Int32Array(new SharedArrayBuffer(4));
+/** How long a thread that handed the turn over lets the waiters take it before it competes again. */
+const HAND_OVER_MS = 2;
+
 /** Turns this thread holds between writes: released when the thread exits normally (process.exit() included). */
 const heldTurns = new Set<WriterTurn>();
 let exitHooked = false;
@@ -57,6 +62,8 @@ export class WriterTurn {
   private seen: number;
   /** A release at the end of this event-loop turn is scheduled. */
   private scheduled = false;
+  /** The last release was for a waiter: the next take lets it go first (see lock()). */
+  private handedOver = false;
   private readonly u32: Uint32Array;
   private readonly releaseLater = (): void => {
     this.scheduled = false;
@@ -120,7 +127,10 @@ export class WriterTurn {
    */
   leave(): void {
     if (--this.depth !== 0) return;
-    if (Atomics.load(this.u32, WAITERS) !== 0 || this.host.changed()) this.release();
+    if (Atomics.load(this.u32, WAITERS) !== 0) {
+      this.release();
+      this.handedOver = true;
+    } else if (this.host.changed()) this.release();
   }
 
   /**
@@ -180,9 +190,21 @@ export class WriterTurn {
     if (r === OWNER_DEAD) this.coord.mutex!.consistent(); // a holder of an earlier life of the file: it is laid out anew
   }
 
-  /** Locks the mutex, counted in the waiter word while it sleeps so that the holder hands the turn over. */
+  /**
+   * Locks the mutex, counted in the waiter word while it sleeps so that the holder hands the turn
+   * over. A thread that has just handed the turn over to waiters first lets them take it (for up to
+   * HAND_OVER_MS, in naps of 50 µs): the mutex is not fair, and a woken waiter would otherwise lose
+   * it again and again to the thread that released it and writes on.
+   */
   private lock(): number {
     const mutex = this.coord.mutex!;
+    if (this.handedOver) {
+      this.handedOver = false;
+      const until = Date.now() + HAND_OVER_MS;
+      while (Atomics.load(this.u32, WAITERS) !== 0 && Atomics.load(this.u32, SEQ) === this.seen && Date.now() < until) {
+        Atomics.wait(NAP, 0, 0, 0.05);
+      }
+    }
     const r = mutex.tryLock();
     if (r !== BUSY) return r;
     Atomics.add(this.u32, WAITERS, 1);

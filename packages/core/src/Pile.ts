@@ -115,7 +115,6 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
       this.alloc.onMarkAll = (count) => meta.writeMarks(count, MARK_WHOLE);
     }
     const turn = (this.turn = readonly ? undefined : shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()));
-
     try {
       if (files !== undefined) startPile(this, files, turn, this.lastRecovery, onProgress, () => this.checkpoint());
       if (dir !== undefined && !readonly && checkpointInterval > 0) {

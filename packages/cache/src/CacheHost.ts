@@ -38,6 +38,11 @@ export interface CacheHost {
    * @throws PILE_CORRUPT, PILE_LOCKED
    */
   storedIndex(id: number): StoredIndex | undefined;
-  /** Persists the catalog (table list, capacities, chunk pointers) with a crash-atomic pile.set. */
-  saveCatalog(): void;
+  /**
+   * Persists the catalog (table list, capacities, chunk pointers) with a crash-atomic pile.set.
+   * With `evict` false a full pile fails the save with PILE_OUT_OF_SPACE instead of evicting:
+   * a rehash saves while its entries sit in two indexes, and an eviction then would free records
+   * the new index still names.
+   */
+  saveCatalog(evict?: boolean): void;
 }

@@ -349,17 +349,18 @@ export class PileCache implements CacheHost {
   }
 
   /** @internal */
-  saveCatalog(): void {
+  saveCatalog(evict = true): void {
     // JSON text, not a generic record: opening a cache then needs no msgpackr.
     const text = JSON.stringify(this.catalog);
     const ptr = this.catalogPtr;
+    const write = evict ? <R>(w: () => R): R => this.withRoom(w) : <R>(w: () => R): R => w();
     if (ptr === undefined) {
-      const created = this.withRoom(() => this.pile.put(text));
-      this.withRoom(() => this.pile.setRoot(CACHE_ROOT, created));
+      const created = write(() => this.pile.put(text));
+      write(() => this.pile.setRoot(CACHE_ROOT, created));
       this.catalogPtr = created;
     } else {
       // set() needs room for its journal too.
-      this.withRoom(() => this.pile.set(ptr, text));
+      write(() => this.pile.set(ptr, text));
     }
   }
 

@@ -113,7 +113,9 @@ function moveInto(t: TableState, old: SlotIndex, next: SlotIndex, capacity: numb
   meta.capacity = capacity;
   meta.chunks = next.blocks.slice();
   try {
-    host.saveCatalog();
+    // No eviction to make room here: it would remove entries from the old index only, and free
+    // records the new one still names. A full pile fails the rehash; the callers make room and retry.
+    host.saveCatalog(false);
   } catch (err) {
     meta.capacity = before.capacity;
     meta.chunks = before.chunks;

@@ -2,9 +2,7 @@ import { openPile, type Pile } from '@pile/core';
 import { openCache, type CacheTable, type PileCache } from '@pile/cache';
 import { SingleBar } from 'cli-progress';
 import { ProductSchema, generateProduct, type Product } from './Product';
-
-/** Root naming the record that says the initial load finished, and for how many products. */
-const LOADED_ROOT = 'catalog-server:loaded';
+import { DIRECTORY_ROOT, LOADED_ROOT, type ProductStore } from './ProductStore';
 
 /** Options of {@link Catalog.open}. */
 export interface CatalogOptions {
@@ -17,8 +15,8 @@ export interface CatalogOptions {
   log?: (line: string) => void;
 }
 
-/** The product catalog: a durable, typed cache table of products in a mapped pile. */
-export class Catalog {
+/** The product catalog of one process: a durable, typed cache table of products in a mapped pile. */
+export class Catalog implements ProductStore {
   /** True when this start generated and loaded the catalog, false when it found it loaded. */
   readonly loadedNow: boolean;
 
@@ -47,6 +45,11 @@ export class Catalog {
         : { dir: options.dir, segmentSize: options.segmentSize, onProgress },
     );
     try {
+      if (pile.getRoot(DIRECTORY_ROOT) !== undefined) {
+        throw new Error(
+          `${options.dir} holds a catalog made with --workers (pile records that worker processes share, no cache table): start it with --workers, or use another --dir`,
+        );
+      }
       const cache = openCache({ pile, onProgress });
       const products = cache.table<Product>('products', {
         collisionMode: 'durable',
@@ -68,24 +71,39 @@ export class Catalog {
   }
 
   private static load(products: CacheTable<Product>, n: number, log: (line: string) => void): void {
-    const t0 = Date.now();
-    const bar = process.stderr.isTTY
-      ? new SingleBar({
-          stream: process.stderr,
-          format: 'loading catalog [{bar}] {percentage}% | {value}/{total} products | ETA {eta}s',
-          hideCursor: true,
-        })
-      : undefined;
-    bar?.start(n, 0);
-    const step = Math.max(1, Math.floor(n / 10));
-    for (let id = 1; id <= n; id++) {
-      products.put(id, generateProduct(id));
-      if (id % 10000 === 0) bar?.update(id);
-      if (bar === undefined && id % step === 0) log(`loading catalog: ${id}/${n} products`);
-    }
-    bar?.update(n);
-    bar?.stop();
-    log(`loaded ${n} products in ${Date.now() - t0} ms`);
+    loadWithProgress(n, log, (id) => void products.put(id, generateProduct(id)));
+  }
+
+  get count(): number {
+    return this.products.count;
+  }
+
+  get(id: number): Product | undefined {
+    return this.products.get(id);
+  }
+
+  update(id: number, make: (old: Product | undefined) => Product): { product: Product; created: boolean } {
+    // One process writes the table: nothing can fall between the get and the put.
+    const old = this.products.get(id);
+    const product = make(old);
+    this.products.put(id, product);
+    return { product, created: old === undefined };
+  }
+
+  *list(): IterableIterator<Product> {
+    for (const [, product] of this.products.entries()) yield product;
+  }
+
+  stats(): Record<string, unknown> {
+    const t = this.products;
+    return { table: { count: t.count, capacity: t.capacity, loadFactor: t.loadFactor, ...t.stats }, cache: this.cache.stats };
+  }
+
+  gauges(): { capacity: number; operations: Record<string, number> } {
+    const ops = Object.entries(this.products.stats as unknown as Record<string, unknown>).filter(
+      (e): e is [string, number] => typeof e[1] === 'number',
+    );
+    return { capacity: this.products.capacity, operations: Object.fromEntries(ops) };
   }
 
   /** Clean shutdown: the next start maps the files back without a scan. */
@@ -108,4 +126,29 @@ export function recoveryLog(log: (line: string) => void): (p: { phase: string; d
     next = p.done + Math.max(1, Math.ceil(p.total / 10));
     log(`recovering: ${p.done}/${p.total} (${p.phase})`);
   };
+}
+
+/**
+ * Calls `putOne(id)` for ids 1..n with a progress bar on a terminal (progress lines through `log`
+ * otherwise), and logs how long the load took.
+ */
+export function loadWithProgress(n: number, log: (line: string) => void, putOne: (id: number) => void): void {
+  const t0 = Date.now();
+  const bar = process.stderr.isTTY
+    ? new SingleBar({
+        stream: process.stderr,
+        format: 'loading catalog [{bar}] {percentage}% | {value}/{total} products | ETA {eta}s',
+        hideCursor: true,
+      })
+    : undefined;
+  bar?.start(n, 0);
+  const step = Math.max(1, Math.floor(n / 10));
+  for (let id = 1; id <= n; id++) {
+    putOne(id);
+    if (id % 10000 === 0) bar?.update(id);
+    if (bar === undefined && id % step === 0) log(`loading catalog: ${id}/${n} products`);
+  }
+  bar?.update(n);
+  bar?.stop();
+  log(`loaded ${n} products in ${Date.now() - t0} ms`);
 }

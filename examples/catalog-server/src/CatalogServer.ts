@@ -2,7 +2,7 @@ import * as http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { isPileError } from '@pile/core';
-import type { Catalog } from './Catalog';
+import type { ProductStore } from './ProductStore';
 import type { SharedCatalog } from './SharedCatalog';
 import { GcMonitor, promFamily } from './Metrics';
 import { ProductSchema, type Product } from './Product';
@@ -34,6 +34,18 @@ function parseId(raw: string): number {
   return id;
 }
 
+/** `fields` merged onto the stored product (if any) as product `id`; a 400 naming the field when that is not a product. */
+function merge(id: number, old: Product | undefined, fields: Record<string, unknown>): Product {
+  const parsed = ProductSchema.safeParse({ ...(old ?? {}), ...fields, id });
+  if (!parsed.success) {
+    throw new HttpError(
+      400,
+      `not a product: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
+    );
+  }
+  return parsed.data;
+}
+
 async function readBody(req: http.IncomingMessage): Promise<string> {
   const parts: Buffer[] = [];
   let size = 0;
@@ -58,12 +70,15 @@ export class CatalogServer {
   private readonly started = Date.now();
 
   constructor(
-    private readonly catalog: Catalog,
+    private readonly catalog: ProductStore,
     private readonly startup: { readyMs: number; loadedNow: boolean },
     /** With --redis: products are read through and written through the shared catalog. */
     private readonly shared?: SharedCatalog,
+    /** With --workers: the worker (`<cluster id>/<pid>`), sent as the `x-catalog-worker` header of every response. */
+    private readonly worker?: string,
   ) {
     this.server = http.createServer((req, res) => {
+      if (this.worker !== undefined) res.setHeader('x-catalog-worker', this.worker);
       this.handle(req, res).catch((err: unknown) => {
         const status = err instanceof HttpError ? err.status : isPileError(err, 'PILE_SCHEMA_VIOLATION') ? 400 : 500;
         if (status === 500) process.stderr.write(`error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}\n`);
@@ -125,7 +140,7 @@ export class CatalogServer {
   }
 
   private async getProduct(res: http.ServerResponse, id: number): Promise<void> {
-    const p = this.shared === undefined ? this.catalog.products.get(id) : await this.shared.get(id);
+    const p = this.shared === undefined ? this.catalog.get(id) : await this.shared.get(id);
     if (p === undefined) throw new HttpError(404, `no product ${id}`);
     sendJson(res, 200, p);
   }
@@ -139,18 +154,14 @@ export class CatalogServer {
       throw new HttpError(400, `body is not JSON: ${(err as Error).message}`);
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'body must be a JSON object');
-    const old = this.shared === undefined ? this.catalog.products.get(id) : await this.shared.get(id);
-    const merged = { ...(old ?? {}), ...(body as Record<string, unknown>), id };
-    const parsed = ProductSchema.safeParse(merged);
-    if (!parsed.success) {
-      throw new HttpError(
-        400,
-        `not a product: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`,
-      );
+    const fields = body as Record<string, unknown>;
+    if (this.shared === undefined) {
+      const { product, created } = this.catalog.update(id, (old) => merge(id, old, fields));
+      return sendJson(res, created ? 201 : 200, product);
     }
-    const product: Product = parsed.data;
-    if (this.shared === undefined) this.catalog.products.put(id, product);
-    else await this.shared.save(product);
+    const old = await this.shared.get(id);
+    const product = merge(id, old, fields);
+    await this.shared.save(product);
     sendJson(res, old === undefined ? 201 : 200, product);
   }
 
@@ -161,7 +172,7 @@ export class CatalogServer {
     let first = true;
     let aborted = false;
     res.on('close', () => (aborted = !res.writableFinished));
-    for (const [, product] of this.catalog.products.entries()) {
+    for (const product of this.catalog.list()) {
       buf += (first ? '\n' : ',\n') + JSON.stringify(product);
       first = false;
       if (buf.length >= STREAM_CHUNK) {
@@ -178,13 +189,12 @@ export class CatalogServer {
 
   private stats(): Record<string, unknown> {
     const mem = process.memoryUsage();
-    const t = this.catalog.products;
     return {
-      products: t.count,
+      products: this.catalog.count,
+      ...(this.worker === undefined ? {} : { worker: this.worker }),
       startup: { readyMs: this.startup.readyMs, loadedNow: this.startup.loadedNow },
       uptimeSec: (Date.now() - this.started) / 1000,
-      table: { count: t.count, capacity: t.capacity, loadFactor: t.loadFactor, ...t.stats },
-      cache: this.catalog.cache.stats,
+      ...this.catalog.stats(),
       ...(this.shared === undefined ? {} : { sync: this.shared.synced.stats }),
       pile: this.catalog.pile.stats,
       gc: this.gc.byKind,
@@ -195,19 +205,16 @@ export class CatalogServer {
 
   private metrics(): string {
     const p = this.catalog.pile.stats;
-    const t = this.catalog.products;
-    const ts = t.stats as unknown as Record<string, number>;
+    const g = this.catalog.gauges();
     const mem = process.memoryUsage();
     const out: string[] = [
-      promFamily('catalog_products', 'gauge', 'Products in the catalog table.', [[{}, t.count]]),
-      promFamily('catalog_table_capacity', 'gauge', 'Slots of the products table index.', [[{}, t.capacity]]),
+      promFamily('catalog_products', 'gauge', 'Products in the catalog table.', [[{}, this.catalog.count]]),
+      promFamily('catalog_table_capacity', 'gauge', 'Slots of the products table index.', [[{}, g.capacity]]),
       promFamily(
         'catalog_table_operations_total',
         'counter',
         'Operations on the products table by outcome.',
-        Object.entries(ts)
-          .filter(([, v]) => typeof v === 'number')
-          .map(([k, v]) => [{ outcome: k }, v]),
+        Object.entries(g.operations).map(([k, v]) => [{ outcome: k }, v]),
       ),
       promFamily('pile_objects', 'gauge', 'Live records in the pile.', [[{}, p.objectCount]]),
       promFamily('pile_links', 'gauge', 'Records moved to a larger block.', [[{}, p.linkCount]]),

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
+import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import { Catalog } from './Catalog';
 import { CatalogServer } from './CatalogServer';
+import { runPrimary, runWorker } from './Cluster';
 import { SharedCatalog } from './SharedCatalog';
 
-const USAGE = `Usage: node examples/catalog-server/dist/main.js --dir DIR [--port PORT] [--products N] [--segment-size BYTES] [--redis URL]
+const USAGE = `Usage: node examples/catalog-server/dist/main.js --dir DIR [--port PORT] [--products N] [--segment-size BYTES] [--redis URL | --workers N]
 
 Serves a product catalog of N products (default 1,000,000) from @pile/cache in DIR, on 127.0.0.1.
   GET /products/:id   one product          PUT /products/:id  update (fields merged) or create
@@ -14,7 +16,10 @@ Serves a product catalog of N products (default 1,000,000) from @pile/cache in D
 The first start generates and loads the catalog; later starts are warm at once.
 --port 0 picks a free port. SIGINT / SIGTERM close the cache cleanly.
 --redis URL: several servers (each with its own --dir and --port) share one catalog: changed
-products are kept in that Redis, and @pile/sync makes a PUT on one server drop the others' copies.`;
+products are kept in that Redis, and @pile/sync makes a PUT on one server drop the others' copies.
+--workers N: N worker processes (node:cluster) serve the port, each with the same pile open for
+reading and writing; a worker that dies is replaced. The catalog is kept as pile records, not a
+cache table: a DIR made with --workers is served only with --workers, and one made without, only without.`;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -24,6 +29,7 @@ async function main(): Promise<void> {
       products: { type: 'string', default: '1000000' },
       'segment-size': { type: 'string' },
       redis: { type: 'string' },
+      workers: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -41,6 +47,12 @@ async function main(): Promise<void> {
   const products = num('products', values.products, 1);
   if (products > 0x7fffffff) throw new Error('--products: at most 2147483647');
   const segmentSize = values['segment-size'] === undefined ? undefined : num('segment-size', values['segment-size'], 1);
+  if (values.workers !== undefined) {
+    const workers = num('workers', values.workers, 1);
+    if (values.redis !== undefined) throw new Error('--workers and --redis can not be used together');
+    const options = { dir: values.dir, port, products, workers, ...(segmentSize === undefined ? {} : { segmentSize }) };
+    return cluster.isPrimary ? runPrimary(options) : runWorker(options);
+  }
 
   const catalog = Catalog.open(segmentSize === undefined ? { dir: values.dir, products } : { dir: values.dir, products, segmentSize });
   const readyMs = Math.round(performance.now());

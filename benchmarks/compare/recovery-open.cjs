@@ -1,8 +1,12 @@
 // The open of a pile after a kill -9, against its clean open (issue 19), from a kept snapshot:
-//   node recovery-open.cjs make ROOT DIR N       a pile of N string[32] records (256 MiB segments)
+//   node recovery-open.cjs make ROOT DIR N [MIX] a pile of N string[32] records (256 MiB segments)
 //                                                closed cleanly in DIR/clean, and DIR/killed: a copy
-//                                                opened by a process that put 10,000 records and
-//                                                killed itself with SIGKILL
+//                                                opened by a process that wrote 10,000 times and
+//                                                killed itself with SIGKILL. MIX: append (default:
+//                                                10,000 puts), recent (5,000 deletes and 5,000
+//                                                same-length sets of records among the last 1 M put,
+//                                                so in one segment), random (the same of records
+//                                                from the whole pile)
 //   node recovery-open.cjs time ROOT DIR ROUNDS  ROUNDS rounds, each a fresh process opening a new
 //                                                copy of DIR/killed, then one opening DIR/clean;
 //                                                prints the fastest and median wall time of each,
@@ -40,20 +44,40 @@ function median(xs) {
 const [mode, root, ...rest] = process.argv.slice(2);
 const core = () => require(path.join(root, 'packages/core/dist/index.js'));
 if (mode === 'make') {
-  const [dir, nStr] = rest;
+  const [dir, nStr, mix = 'append'] = rest;
+  if (!['append', 'recent', 'random'].includes(mix)) throw new Error(`MIX ${mix}: append, recent or random`);
+  const n = Number(nStr);
   const clean = path.join(dir, 'clean');
   const killed = path.join(dir, 'killed');
   fs.rmSync(dir, { recursive: true, force: true });
   const pile = core().openPile({ dir: clean, segmentSize: 256 << 20 });
-  for (let i = 0; i < Number(nStr); i++) pile.put(record(i));
+  // The records the killed writer deletes or sets, chosen by a fixed sequence (no Math.random).
+  const pick = new Set();
+  let x = 12345;
+  const from = mix === 'recent' ? Math.max(0, n - 1000000) : 0;
+  while (mix !== 'append' && pick.size < KILL_AFTER_WRITES) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    pick.add(from + (x % (n - from)));
+  }
+  const ptrs = [];
+  for (let i = 0; i < n; i++) {
+    const p = pile.put(record(i));
+    if (pick.has(i)) ptrs.push(p);
+  }
   pile.close();
+  fs.writeFileSync(path.join(dir, 'targets.json'), JSON.stringify(ptrs));
   copy(clean, killed);
-  const k = spawnSync(process.execPath, [__filename, 'kill', root, killed], { stdio: 'inherit' });
+  const k = spawnSync(process.execPath, [__filename, 'kill', root, killed, mix, path.join(dir, 'targets.json')], { stdio: 'inherit' });
   if (k.signal !== 'SIGKILL') throw new Error(`the writer to be killed ended with ${k.status} ${k.signal}`);
   console.log(`${dir}: clean/ and killed/ of ${nStr} records`);
 } else if (mode === 'kill') {
-  const pile = core().openPile({ dir: rest[0] });
-  for (let i = 0; i < KILL_AFTER_WRITES; i++) pile.put(record(i));
+  const [pileDir, mix, targets] = rest;
+  const pile = core().openPile({ dir: pileDir });
+  if (mix === 'append') for (let i = 0; i < KILL_AFTER_WRITES; i++) pile.put(record(i));
+  else {
+    const ptrs = JSON.parse(fs.readFileSync(targets, 'utf8'));
+    ptrs.forEach((p, i) => (i % 2 === 0 ? pile.delete(p) : pile.set(p, record(-i))));
+  }
   process.kill(process.pid, 'SIGKILL');
 } else if (mode === 'open') {
   const [dir, stop] = rest;
@@ -65,7 +89,17 @@ if (mode === 'make') {
   const ms = performance.now() - t0;
   const cpuMs = threadCpuMs() - c0;
   const r = pile.lastRecovery;
-  console.log(JSON.stringify({ ms, cpuMs, recovered: r.ran, full: r.full, blocks: r.blocksScanned }));
+  console.log(
+    JSON.stringify({
+      ms,
+      cpuMs,
+      recovered: r.ran,
+      full: r.full,
+      blocks: r.blocksScanned,
+      regions: r.regionsScanned,
+      bytes: r.bytesScanned,
+    }),
+  );
   if (stop === 'exit') process.exit(0);
   pile.close();
 } else if (mode === 'time') {
@@ -78,7 +112,8 @@ if (mode === 'make') {
   for (let r = 0; r < Number(roundsStr); r++) {
     copy(path.join(dir, 'killed'), work);
     const k = open(work);
-    if (!k.recovered || k.full) throw new Error(`the open of the killed copy did not recover from its checkpoint: ${JSON.stringify(k)}`);
+    // A build before per-segment free lists scans everything after deletes or sets (full: true).
+    if (!k.recovered) throw new Error(`the open of the killed copy did not recover: ${JSON.stringify(k)}`);
     killed.push(k);
     clean.push(open(path.join(dir, 'clean')));
   }
@@ -87,6 +122,9 @@ if (mode === 'make') {
   const fig = (xs, f) => ({ fastest: Math.min(...xs.map(f)), median: median(xs.map(f)) });
   const out = {
     rounds: Number(roundsStr),
+    full: killed[0].full,
+    regionsScanned: killed[0].regions,
+    bytesScanned: killed[0].bytes,
     blocksScanned: killed[0].blocks,
     killedMs: fig(killed, (x) => x.ms),
     cleanMs: fig(clean, (x) => x.ms),
@@ -98,6 +136,6 @@ if (mode === 'make') {
   out.ratioMedian = out.killedMs.median / out.cleanMs.median;
   console.log(JSON.stringify(out, (k, v) => (typeof v === 'number' && !Number.isInteger(v) ? Number(v.toFixed(2)) : v), 2));
 } else {
-  console.error('usage: node recovery-open.cjs make ROOT DIR N | time ROOT DIR ROUNDS | open ROOT PILE [stop|exit]');
+  console.error('usage: node recovery-open.cjs make ROOT DIR N [append|recent|random] | time ROOT DIR ROUNDS | open ROOT PILE [stop|exit]');
   process.exit(2);
 }

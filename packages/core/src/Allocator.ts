@@ -1,18 +1,12 @@
 import {
-  FLAG_BODY,
   GEN_MASK,
-  KIND_CATALOG,
   KIND_FREE,
-  KIND_JOURNAL,
-  KIND_LINK,
   MIN_BLOCK_SIZE,
   SEGMENT_HEADER_SIZE,
   STATE_FREE,
   STATE_RESERVED,
-  flagsOf,
   genCheck,
   genOf,
-  kindOf,
   sizeCheck,
   stateOf,
   word1,
@@ -21,6 +15,7 @@ import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
 import type { PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
+import { R_ALLOC, R_SPAN, ROW } from './SegmentRows';
 
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
 export const NUM_CLASSES = 212;
@@ -45,9 +40,11 @@ export function sizeClass(size: number): number {
 }
 
 /**
- * Block allocator over a list of segments. Free blocks form doubly linked lists by size
+ * Block allocator over a list of segments. Free blocks form doubly linked lists by segment and size
  * class, threaded through the free blocks themselves (addresses as float64 at +16/+24), so
  * the allocator holds no per-block JS objects. An address is `segment * segmentSize + offset`.
+ * Each segment's list heads and counters form its row (SegmentRows.ts), which a checkpoint saves
+ * and recovery restores segment by segment; the pile's counters below are their sums.
  *
  * Generations: a new block gets the generation of the free block it was cut from plus one,
  * and merged free blocks keep the larger generation. So a block ever created at a given
@@ -55,12 +52,21 @@ export function sizeClass(size: number): number {
  * pointer's tag can only match again after the generation wraps (2^tagBits reuses).
  */
 export class Allocator {
-  /** Free-list heads by class (0: empty). A read-write mapped pile points this at pile.coord (SharedState.share). */
-  heads: Float64Array<ArrayBufferLike> = new Float64Array(NUM_CLASSES);
-  /** @internal Bit per class: its free list is not empty. */
+  /** Segment rows (SegmentRows.ts); a read-write mapped pile's are pile.coord's (SharedState.share), others grow (ensureRows). */
+  rows: Float64Array<ArrayBufferLike> = new Float64Array(ROW * 4);
+  /** @internal Bit per class: some segment has a free list of it. */
   readonly nonEmpty = new Uint32Array(Math.ceil(NUM_CLASSES / 32));
   /** @internal How many classes have a free list: 0 while a pile only grows, and alloc() skips the search. */
   nonEmptyClasses = 0;
+  /** @internal Per class, `segWords` words of a bit per segment with a list of that class (from the rows: relist). */
+  segBits = new Uint32Array(NUM_CLASSES);
+  segWords = 1;
+  /** @internal Per class, the segments with a list of it. */
+  readonly classSegs = new Int32Array(NUM_CLASSES);
+  /** The checkpoint the rows in pile.meta were last saved by (its sequence number). */
+  ckptSeq = 0;
+  /** Gives pile.coord's rows of segments 0..count-1 disk space (SharedState sets it). */
+  onRows: (count: number) => void = () => {};
   allocatedBytes = 0;
   freeBytes = 0;
   utilizedBytes = 0;
@@ -77,10 +83,9 @@ export class Allocator {
   tailGen = 0;
   /**
    * @internal Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address;
-   * the next chunk is asked for once the tail passes populateMark, so the tail keeps one to two
-   * chunks of ready pages before it. 0 (after open, rebuild or a new segment): not armed yet.
-   * The first cut only arms it a chunk further on, so a pile that writes less than a chunk
-   * commits no memory (or, mapped, dirties no page) ahead of what it wrote.
+   * the next chunk is asked for once the tail passes populateMark: one to two chunks of ready pages
+   * before the tail. 0 (after open, rebuild or a new segment): not armed; the first cut arms it a
+   * chunk on, so a pile that writes less than a chunk commits no memory ahead of what it wrote.
    */
   populatedTo = 0;
   /** @internal */
@@ -200,6 +205,7 @@ export class Allocator {
     let size = u32[h]!;
     let gen = genOf(u32[h + 1]!);
     this.allocatedBytes -= size;
+    this.rows[segIdx * ROW + R_ALLOC]! -= size;
     this.freedSinceWalk += size;
     // The record is gone from this store on: a crash after it never brings it back. Its check
     // words first: the block is then a whole free block at every store that follows.
@@ -257,6 +263,7 @@ export class Allocator {
     this.touch(segIdx, h << 2);
     const r = h + (keep >>> 2);
     if (addr + size === this.tailAddr) {
+      this.rows[segIdx * ROW + R_ALLOC]! -= cut;
       // The block ends where the tail starts: the tail moves back over the rest. Its new header
       // first, while the block still covers it; a crash before the block shrinks leaves the old tail
       // header where the block ends. The larger generation of the two, as free() merges: the rest
@@ -292,6 +299,9 @@ export class Allocator {
     this.retireTail();
     const size = this.segmentSize - SEGMENT_HEADER_SIZE;
     const off = SEGMENT_HEADER_SIZE;
+    const r = seg.index * ROW;
+    this.rows.fill(0, r, r + ROW);
+    this.rows[r + R_SPAN] = size;
     this.writeFree(seg.u32, off >>> 2, size, this.genFloor);
     this.tailAddr = seg.index * this.segmentSize + off;
     this.tailEnd = (seg.index + 1) * this.segmentSize;
@@ -338,6 +348,7 @@ export class Allocator {
     this.writeReserved(u32, off >>> 2, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
+    this.rows[segIdx * ROW + R_ALLOC]! += used;
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
   }
 
@@ -354,35 +365,6 @@ export class Allocator {
     if (to > from) seg.populate(from - base, to - base);
     this.populatedTo = to;
     this.populateMark = to - POPULATE_CHUNK;
-  }
-
-  /** Adds a committed block to the record counters (allocatedBytes is kept by alloc and free). */
-  countUsed(w: number, length: number): void {
-    this.utilizedBytes += length;
-    const kind = kindOf(w);
-    if (flagsOf(w) & FLAG_BODY) return;
-    if (kind === KIND_CATALOG || kind === KIND_JOURNAL) this.internalCount++;
-    else {
-      this.objectCount++;
-      if (kind === KIND_LINK) this.linkCount++;
-    }
-  }
-
-  /** countUsed() of a typed record, small enough to be inlined into the typed put. */
-  countUsedTyped(length: number): void {
-    this.utilizedBytes += length;
-    this.objectCount++;
-  }
-
-  uncountUsed(w: number, length: number): void {
-    this.utilizedBytes -= length;
-    const kind = kindOf(w);
-    if (flagsOf(w) & FLAG_BODY) return;
-    if (kind === KIND_CATALOG || kind === KIND_JOURNAL) this.internalCount--;
-    else {
-      this.objectCount--;
-      if (kind === KIND_LINK) this.linkCount--;
-    }
   }
 
   /**
@@ -426,24 +408,10 @@ export class Allocator {
     return this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, seg.u32[(off >>> 2) + 1]!);
   }
 
-  /**
-   * Writes the free block header over the whole of a new segment, at the generation floor: done
-   * before the meta file counts the segment, so that even a crash before the first put leaves a
-   * segment whose generations start above those of any segment released at the same index.
-   */
-  initSegment(seg: Segment): void {
-    this.writeFree(seg.u32, SEGMENT_HEADER_SIZE >>> 2, this.segmentSize - SEGMENT_HEADER_SIZE, this.genFloor);
-  }
-
   /** The free block at `off` (word1 `w`) has a sane size and both check words hold. */
   private wholeFree(u32: Uint32Array, off: number, size: number, w: number): boolean {
     const h = off >>> 2;
     return this.saneSize(off, size) && u32[h + 2] === sizeCheck(size) && u32[h + 3] === genCheck(genOf(w));
-  }
-
-  /** Marks the committed block at `off` free, by a size already confirmed: check words, size, then word1 (see recovery). */
-  markFree(seg: Segment, off: number, size: number, gen: number): void {
-    this.writeFree(seg.u32, off >>> 2, size, gen);
   }
 
   saneSize(off: number, size: number): boolean {
@@ -452,15 +420,16 @@ export class Allocator {
 
   private take(size: number): number {
     let c = sizeClass(size);
-    if (size > 1024 && this.heads[c] !== 0) {
-      // Blocks in a range class may be smaller than asked: first fit among a few.
-      let a = this.heads[c]!;
+    if (size > 1024 && this.classSegs[c] !== 0) {
+      // Blocks in a range class may be smaller than asked: first fit among a few of one segment's.
+      const s = this.firstSeg(c);
+      let a = this.rows[s * ROW + c]!;
       for (let i = 0; i < FIT_SCAN_LIMIT && a !== 0; i++) {
         const segIdx = Math.floor(a * this.segmentInv); // inline: hot (see segmentInv)
-        const seg = this.segments[segIdx]?.use();
+        const seg = segIdx === s ? this.segments[segIdx]?.use() : undefined;
         const off = a - segIdx * this.segmentSize;
         if (seg === undefined || !this.checkFree(seg, off)) {
-          this.dropList(c);
+          this.dropList(s, c);
           break;
         }
         if (seg.u32[off >>> 2]! >= size) return this.carve(a, size, seg, off);
@@ -471,13 +440,14 @@ export class Allocator {
     for (;;) {
       c = this.nextNonEmpty(c);
       if (c < 0) return 0;
-      const a = this.heads[c]!;
+      const s = this.firstSeg(c);
+      const a = this.rows[s * ROW + c]!;
       const segIdx = Math.floor(a * this.segmentInv); // inline: hot (see segmentInv)
-      const seg = this.segments[segIdx]?.use();
+      const seg = segIdx === s ? this.segments[segIdx]?.use() : undefined;
       const off = a - segIdx * this.segmentSize;
       // A damaged link may lead to a free block of another class, possibly smaller than asked.
       if (seg === undefined || !this.checkFree(seg, off) || seg.u32[off >>> 2]! < size) {
-        this.dropList(c);
+        this.dropList(s, c);
         continue;
       }
       return this.carve(a, size, seg, off);
@@ -492,12 +462,43 @@ export class Allocator {
     return stateOf(w) === STATE_FREE && this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, w);
   }
 
-  /** @internal Empties the damaged list of class `c` (its blocks leak, nothing is overwritten). */
-  dropList(c: number): void {
-    if (this.heads[c] !== 0) this.nonEmptyClasses--;
-    this.heads[c] = 0;
-    this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
+  /**
+   * @internal Empties the damaged list of class `c` of segment `s` (its blocks leak, nothing is
+   * overwritten). The segment's row changes: it is marked, so that the next checkpoint saves it.
+   */
+  dropList(s: number, c: number): void {
+    this.touch(s, 0);
+    if (this.rows[s * ROW + c] !== 0) this.unlisted(c, s);
+    this.rows[s * ROW + c] = 0;
     this.damagedLists++;
+  }
+
+  /** The lowest segment with a list of class `c`, which must have one (classSegs[c] > 0). */
+  private firstSeg(c: number): number {
+    const bits = this.segBits;
+    const w0 = c * this.segWords;
+    let w = w0;
+    while (bits[w] === 0) w++;
+    const b = bits[w]!;
+    return ((w - w0) << 5) + (31 - Math.clz32(b & -b));
+  }
+
+  /** @internal Segment `s` has a list of class `c` now. */
+  listed(c: number, s: number): void {
+    this.segBits[c * this.segWords + (s >>> 5)]! |= 1 << (s & 31);
+    if (this.classSegs[c]!++ === 0) {
+      this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
+      this.nonEmptyClasses++;
+    }
+  }
+
+  /** Segment `s` has no list of class `c` any more. */
+  private unlisted(c: number, s: number): void {
+    this.segBits[c * this.segWords + (s >>> 5)]! &= ~(1 << (s & 31));
+    if (--this.classSegs[c]! === 0) {
+      this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
+      this.nonEmptyClasses--;
+    }
   }
 
   private carve(addr: number, size: number, seg: Segment, off: number): number {
@@ -519,20 +520,22 @@ export class Allocator {
     this.writeReserved(u32, h, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
+    this.rows[seg.index * ROW + R_ALLOC]! += used;
     return addr;
   }
 
-  /** @internal Puts the free block at `addr` at the head of its class's list. */
+  /** @internal Puts the free block at `addr` at the head of its segment's list of its class. */
   push(addr: number, size: number, seg: Segment, off: number): void {
-    this.touch(seg.index, off);
+    const s = seg.index;
+    this.touch(s, off);
     const c = sizeClass(size);
-    const head = this.heads[c]!;
+    const i = s * ROW + c;
+    const head = this.rows[i]!;
     seg.f64[(off + 16) >>> 3] = head;
     seg.f64[(off + 24) >>> 3] = 0;
     if (head !== 0) this.setLink(head, 24, addr);
-    else this.nonEmptyClasses++;
-    this.heads[c] = addr;
-    this.nonEmpty[c >>> 5]! |= 1 << (c & 31);
+    else this.listed(c, s);
+    this.rows[i] = addr;
   }
 
   /** Takes the free block at `addr` out of its list; false (nothing changed) when its links are not addresses. */
@@ -542,18 +545,16 @@ export class Allocator {
     if (!this.linkValue(next) || !this.linkValue(prev)) {
       this.damagedLists++;
       const c = sizeClass(size);
-      if (this.heads[c] === addr) this.dropList(c);
+      if (this.rows[seg.index * ROW + c] === addr) this.dropList(seg.index, c);
       return false;
     }
     if (prev !== 0) this.setLink(prev, 16, next);
     else {
       const c = sizeClass(size);
-      if (this.heads[c] === addr) {
-        this.heads[c] = next;
-        if (next === 0) {
-          this.nonEmpty[c >>> 5]! &= ~(1 << (c & 31));
-          this.nonEmptyClasses--;
-        }
+      const i = seg.index * ROW + c;
+      if (this.rows[i] === addr) {
+        this.rows[i] = next;
+        if (next === 0) this.unlisted(c, seg.index);
       }
     }
     if (next !== 0) this.setLink(next, 24, prev);

@@ -1,7 +1,9 @@
 import { MARK_CLEAN, MARK_WHOLE, NUM_CLASSES, type Allocator } from './Allocator';
+import { ensureRows } from './AllocatorRows';
+import { R_ALLOC, R_INT, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW } from './SegmentRows';
 
-// The allocator's side of a checkpoint (see docs/format.md): the state a checkpoint or a clean
-// close saves, its restore, and the dirty marks a checkpoint clears.
+// The allocator's side of a checkpoint (see docs/format.md): the state a checkpoint (or a clean
+// close, which checkpoints) saves besides the segment rows, its restore, and the dirty marks it clears.
 
 /** Counters the allocator keeps exact; the pile adds the per-kind ones. */
 export const STAT_FIELDS = [
@@ -26,8 +28,9 @@ export function markAll(alloc: Allocator): void {
   alloc.marks.fill(MARK_WHOLE, 0, n);
 }
 
-/** A checkpoint saved the state of now (snapshot()) and cleared the marks in pile.meta. */
-export function checkpointed(alloc: Allocator): void {
+/** A checkpoint (sequence number `seq`) saved the state of now and cleared the marks in pile.meta. */
+export function checkpointed(alloc: Allocator, seq: number): void {
+  alloc.ckptSeq = seq;
   alloc.marks.fill(MARK_CLEAN);
   alloc.ckptSegCount = alloc.segments.length;
   if (alloc.tailAddr !== 0) {
@@ -40,36 +43,64 @@ export function checkpointed(alloc: Allocator): void {
   alloc.sinceCheckpoint = 0;
 }
 
-/** Allocator state for a clean close: counters then list heads. */
-export function snapshot(alloc: Allocator): Float64Array {
-  const out = new Float64Array(STAT_FIELDS.length + NUM_CLASSES);
-  STAT_FIELDS.forEach((f, i) => {
-    out[i] = alloc[f];
-  });
-  out.set(alloc.heads, STAT_FIELDS.length);
-  return out;
+/** Slots of a checkpoint's state (pile.meta, CKP4): the tail; each segment's lists and counters are in its row. */
+export const CHECKPOINT_FIELDS = ['tailAddr', 'tailEnd', 'tailGen'] as const;
+
+/** The checkpoint's state of now (see CHECKPOINT_FIELDS). */
+export function checkpointState(alloc: Allocator): Float64Array {
+  return Float64Array.from(CHECKPOINT_FIELDS, (f) => alloc[f]);
 }
 
-/** Restores a snapshot; false if it does not fit this build (then the caller rebuilds). */
-export function restore(alloc: Allocator, s: Float64Array): boolean {
-  if (s.length !== STAT_FIELDS.length + NUM_CLASSES) return false;
-  STAT_FIELDS.forEach((f, i) => {
+/** Takes the tail from a checkpoint's state; false if it does not fit this build (then the caller rebuilds). */
+export function restoreTail(alloc: Allocator, s: Float64Array): boolean {
+  if (s.length !== CHECKPOINT_FIELDS.length) return false;
+  CHECKPOINT_FIELDS.forEach((f, i) => {
     alloc[f] = s[i]!;
   });
-  alloc.heads.set(s.subarray(STAT_FIELDS.length));
-  relist(alloc);
   return true;
 }
 
-/** After the heads changed outside this process's allocator: which classes have a free list, pages populated none. */
+/** The pile's counters as the sums of its segments' rows. */
+export function sumRows(alloc: Allocator): void {
+  const rows = alloc.rows;
+  let allocated = 0;
+  let span = 0;
+  let utilized = 0;
+  let objects = 0;
+  let links = 0;
+  let internal = 0;
+  for (let s = 0; s < alloc.segments.length; s++) {
+    const r = s * ROW;
+    allocated += rows[r + R_ALLOC]!;
+    span += rows[r + R_SPAN]!;
+    utilized += rows[r + R_UTIL]!;
+    objects += rows[r + R_OBJ]!;
+    links += rows[r + R_LINK]!;
+    internal += rows[r + R_INT]!;
+  }
+  alloc.allocatedBytes = allocated;
+  alloc.freeBytes = span - allocated;
+  alloc.utilizedBytes = utilized;
+  alloc.objectCount = objects;
+  alloc.linkCount = links;
+  alloc.internalCount = internal;
+}
+
+/**
+ * After the rows changed outside this process's allocator (another process's turn, a recovery): which
+ * segments have a list of each class, pages populated none.
+ */
 export function relist(alloc: Allocator): void {
+  const n = alloc.segments.length;
+  ensureRows(alloc, n);
   alloc.populatedTo = alloc.populateMark = 0;
   alloc.nonEmpty.fill(0);
   alloc.nonEmptyClasses = 0;
-  for (let c = 0; c < NUM_CLASSES; c++) {
-    if (alloc.heads[c] !== 0) {
-      alloc.nonEmpty[c >>> 5]! |= 1 << (c & 31);
-      alloc.nonEmptyClasses++;
-    }
+  alloc.segBits.fill(0);
+  alloc.classSegs.fill(0);
+  const rows = alloc.rows;
+  for (let s = 0; s < n; s++) {
+    const r = s * ROW;
+    for (let c = 0; c < NUM_CLASSES; c++) if (rows[r + c] !== 0) alloc.listed(c, s);
   }
 }

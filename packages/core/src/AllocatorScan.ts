@@ -1,6 +1,8 @@
 import { NUM_CLASSES, sizeClass, type Allocator } from './Allocator';
 import { MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_USED, stateOf } from './BlockFormat';
-import { markAll } from './AllocatorCheckpoint';
+import { markAll, relist, sumRows } from './AllocatorCheckpoint';
+import { countUsed, ensureRows } from './AllocatorRows';
+import { R_ALLOC, R_SPAN, ROW } from './SegmentRows';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
 import { faultPoints } from './FaultPoints';
 import type { Segment, SegmentWindow } from './Segment';
@@ -18,9 +20,9 @@ import type { Segment, SegmentWindow } from './Segment';
 export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): void {
   faultPoints.hit?.('allocator-walk');
   markAll(alloc);
-  alloc.heads.fill(0);
-  alloc.nonEmpty.fill(0);
-  alloc.nonEmptyClasses = 0;
+  ensureRows(alloc, alloc.segments.length);
+  alloc.rows.fill(0, 0, alloc.segments.length * ROW);
+  relist(alloc);
   alloc.allocatedBytes = alloc.freeBytes = alloc.utilizedBytes = 0;
   alloc.objectCount = alloc.linkCount = alloc.internalCount = 0;
   alloc.tailAddr = alloc.tailEnd = alloc.tailGen = 0;
@@ -31,6 +33,7 @@ export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): v
     faultPoints.hit?.('segment-walked');
     onSegment?.(s.index + 1);
   }
+  sumRows(alloc);
 }
 
 /** Counts the blocks of `seg` from `from` on and merges its free runs into the lists (see rebuild). */
@@ -56,7 +59,9 @@ function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
     if (state === STATE_USED) {
       closeRun(off);
       alloc.allocatedBytes += size;
-      alloc.countUsed(w, u32[(off >>> 2) + 2]!);
+      alloc.rows[seg.index * ROW + R_ALLOC]! += size;
+      alloc.rows[seg.index * ROW + R_SPAN]! += size;
+      countUsed(alloc, w, u32[(off >>> 2) + 2]!, seg.index);
     } else {
       // A free or reserved block is merged by the size its check words (or the next header)
       // confirm; a damaged one ends the walk, and the rest of the segment stays untouched.
@@ -102,6 +107,7 @@ export function closeFreeRun(
   // The headers of the blocks merged into the run no longer start blocks (see Allocator.free).
   for (let i = from; i < to; i++) u32[((inner[i]! - base) >>> 2) + 2] = 0;
   alloc.freeBytes += size;
+  alloc.rows[seg.index * ROW + R_SPAN]! += size;
   if (seg.index === alloc.segments.length - 1 && end === segSize) {
     alloc.tailAddr = seg.index * segSize + start;
     alloc.tailEnd = (seg.index + 1) * segSize;
@@ -114,6 +120,7 @@ export function countOnly(alloc: Allocator): void {
   faultPoints.hit?.('allocator-walk');
   alloc.allocatedBytes = alloc.freeBytes = alloc.utilizedBytes = 0;
   alloc.objectCount = alloc.linkCount = alloc.internalCount = 0;
+  ensureRows(alloc, alloc.segments.length);
   for (const s of alloc.segments) {
     const seg = s.use();
     let off = SEGMENT_HEADER_SIZE;
@@ -123,7 +130,7 @@ export function countOnly(alloc: Allocator): void {
       if (!alloc.saneSize(off, size) || stateOf(w) === STATE_DAMAGED) break;
       if (stateOf(w) === STATE_USED) {
         alloc.allocatedBytes += size;
-        alloc.countUsed(w, seg.u32[(off >>> 2) + 2]!);
+        countUsed(alloc, w, seg.u32[(off >>> 2) + 2]!, seg.index);
       } else alloc.freeBytes += size;
       off += size;
     }
@@ -131,11 +138,13 @@ export function countOnly(alloc: Allocator): void {
 }
 
 /**
- * Recovery from a checkpoint: the allocator state was restore()d from it, and `regions` (segment,
- * offset to scan from) hold everything written since. A region that starts at the checkpoint's
- * tail drops the tail (the walk finds its blocks); then each region is walked like rebuild() walks a
- * segment, adding its blocks to the counters and its free runs to the lists (the run reaching the
- * last segment's end becomes the tail).
+ * Recovery from a checkpoint: the rows of the segments not in `regions` and the tail were restored
+ * from it, and `regions` (segment, offset to scan from) hold everything written since. A region
+ * from a segment's first block has its row rebuilt from nothing; one from the checkpoint's tail adds
+ * to the row the checkpoint saved, and drops the tail (the walk finds its blocks). Each region is
+ * walked like rebuild() walks a segment, adding its blocks to its row's counters and its free runs
+ * to its lists (the run reaching the last segment's end becomes the tail); the pile's counters are
+ * the rows' sums.
  */
 export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly [number, number]>, onRegion?: () => void): void {
   faultPoints.hit?.('allocator-walk');
@@ -145,37 +154,38 @@ export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly
     faultPoints.hit?.('region-walked');
     onRegion?.();
   }
+  endRegions(alloc);
 }
 
 /**
- * What a rebuild from a checkpoint does before it walks `regions` (see rebuildRegions): the tail
- * dropped when a region covers it (the walk finds it again) or listed, the back links of the listed
- * heads checked.
+ * What a rebuild from a checkpoint does before it walks `regions` (see rebuildRegions): the rows of
+ * regions from a segment's first block emptied, the tail dropped when a region covers it (the walk
+ * finds it again) or listed. A clean segment's lists need no check: no recovery writes into them
+ * but by listing the tail, which marks the segment.
  */
 export function beginRegions(alloc: Allocator, regions: ReadonlyArray<readonly [number, number]>): void {
   alloc.populatedTo = alloc.populateMark = 0;
   alloc.freedSinceWalk = 0;
+  for (const [s, from] of regions) if (from === SEGMENT_HEADER_SIZE) alloc.rows.fill(0, s * ROW, (s + 1) * ROW);
+  relist(alloc);
   if (alloc.tailAddr !== 0) {
     const ts = alloc.fmt.segmentOf(alloc.tailAddr);
-    if (regions.some(([s]) => s === ts)) {
-      alloc.freeBytes -= alloc.tailEnd - alloc.tailAddr;
+    const region = regions.find(([s]) => s === ts);
+    if (region !== undefined) {
+      // From the tail on: the checkpoint's row counted the tail as free, and the walk counts it again.
+      if (region[1] !== SEGMENT_HEADER_SIZE) alloc.rows[ts * ROW + R_SPAN]! -= alloc.tailEnd - alloc.tailAddr;
       alloc.tailAddr = alloc.tailEnd = alloc.tailGen = 0;
-    } else if (regions.length > 0) {
+    } else if (ts < alloc.segments.length - 1) {
       // A segment was added and the crash came before the old tail was listed: list it now,
       // since the new segment's free end becomes the tail.
       alloc.retireTail();
     }
   }
-  // A listed head's back link may name a block of a region (an earlier, interrupted recovery pushed it).
-  for (let c = 0; c < NUM_CLASSES; c++) {
-    const a = alloc.heads[c]!;
-    if (a === 0) continue;
-    const segIdx = alloc.fmt.segmentOf(a);
-    const seg = alloc.segments[segIdx]?.use();
-    const off = a - segIdx * alloc.segmentSize;
-    if (seg === undefined || !alloc.checkFree(seg, off)) alloc.dropList(c);
-    else seg.f64[(off + 24) >>> 3] = 0;
-  }
+}
+
+/** After the walk of the regions: the pile's counters from the rows. */
+export function endRegions(alloc: Allocator): void {
+  sumRows(alloc);
 }
 
 /** The largest generation of any block in `seg` (which compact() is about to release). */
@@ -193,39 +203,37 @@ export function maxGen(alloc: Allocator, seg: Segment): number {
 }
 
 /**
- * Walks every free list as verify() does: entries that are not free blocks of their class, lists
- * that loop, and back links that disagree count as errors. `blocks`: the entries found, to be
+ * Walks every free list as verify() does: entries that are not free blocks of their class and
+ * segment, lists that loop, and back links that disagree count as errors. `blocks`: the entries found, to be
  * compared with the free blocks a walk of the segments finds. Reads only, never repairs.
  */
 export function checkFreeLists(alloc: Allocator): { errors: number; blocks: number } {
   let errors = 0;
   let blocks = 0;
-  const limit = alloc.segments.length * (alloc.segmentSize / MIN_BLOCK_SIZE) + 1;
-  for (let c = 0; c < NUM_CLASSES; c++) {
-    let a = alloc.heads[c]!;
-    let prev = 0;
-    let steps = 0;
-    while (a !== 0) {
-      if (++steps > limit) {
-        errors++;
-        break;
+  const limit = alloc.segmentSize / MIN_BLOCK_SIZE + 1;
+  for (let s = 0; s < alloc.segments.length; s++) {
+    const seg = alloc.segments[s]!.use();
+    for (let c = 0; c < NUM_CLASSES; c++) {
+      let a = alloc.rows[s * ROW + c]!;
+      let prev = 0;
+      let steps = 0;
+      while (a !== 0) {
+        const off = a - s * alloc.segmentSize;
+        // A segment's lists link only its own blocks.
+        if (++steps > limit || alloc.fmt.segmentOf(a) !== s || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= alloc.segmentSize) {
+          errors++;
+          break;
+        }
+        const size = seg.u32[off >>> 2]!;
+        if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !alloc.saneSize(off, size) || sizeClass(size) !== c) {
+          errors++;
+          break;
+        }
+        if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
+        blocks++;
+        prev = a;
+        a = seg.f64[(off + 16) >>> 3]!;
       }
-      const segIdx = alloc.fmt.segmentOf(a);
-      const seg = alloc.segments[segIdx]?.use();
-      const off = a - segIdx * alloc.segmentSize;
-      if (seg === undefined || off < SEGMENT_HEADER_SIZE || (off & 7) !== 0 || off >= alloc.segmentSize) {
-        errors++;
-        break;
-      }
-      const size = seg.u32[off >>> 2]!;
-      if (stateOf(seg.u32[(off >>> 2) + 1]!) !== STATE_FREE || !alloc.saneSize(off, size) || sizeClass(size) !== c) {
-        errors++;
-        break;
-      }
-      if (seg.f64[(off + 24) >>> 3] !== prev) errors++;
-      blocks++;
-      prev = a;
-      a = seg.f64[(off + 16) >>> 3]!;
     }
   }
   return { errors, blocks };

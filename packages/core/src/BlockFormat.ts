@@ -12,9 +12,11 @@
  * Bumped on any incompatible change of the on-disk layout. 3 added the checkpoint and the dirty
  * marks to pile.meta: a build of format 2 would neither mark nor checkpoint, so it must not write a
  * pile that this build recovers from a checkpoint. A pile of format 2 has the same blocks and no
- * checkpoint: it is read as it is, and its meta file says 3 from its first writable open on.
+ * checkpoint: it is read as it is, and its meta file says 3 from its first writable open on. 4 made
+ * the free lists and counters per segment (segment rows, saved by the checkpoint): a pile of format 2
+ * or 3 opens by one scan of every segment, which makes them, and says 4 from then on.
  */
-const FORMAT_VERSION = 3;
+const FORMAT_VERSION = 4;
 /** The oldest format this build reads (see FORMAT_VERSION). */
 const OLDEST_FORMAT_VERSION = 2;
 

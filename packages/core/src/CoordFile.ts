@@ -1,10 +1,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { native, type SharedMapping, type SharedMutex } from '@pile/native';
-import { NUM_CLASSES } from './Allocator';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
 import { MAX_SEGMENTS } from './PointerFormat';
+import { ROW } from './SegmentRows';
 
 // The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
 // what every process that opens a pile shares while it is open. It holds no data of its own: every
@@ -14,10 +14,12 @@ import { MAX_SEGMENTS } from './PointerFormat';
 export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
-/** 2: the waiter count at byte 144 (a holder keeps the turn between writes until someone waits). */
-export const COORD_VERSION = 2;
-/** A multiple of 65536, as SharedMapping requires. */
-export const COORD_SIZE = 131072;
+/** 3: the segment rows at ROWS (pile format 4's per-segment free lists) instead of one set of heads. */
+export const COORD_VERSION = 3;
+/** The head of the file (all but the rows): laid out afresh, with disk space. */
+const HEAD_SIZE = 131072;
+/** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
+export const COORD_SIZE = HEAD_SIZE + MAX_SEGMENTS * ROW * 8;
 
 /** Byte offsets (docs/format.md). */
 export const COORD = {
@@ -39,12 +41,13 @@ export const COORD = {
   COUNTERS: 192,
   /** f64 slots of COUNTERS: STAT_FIELDS, then genFloor. */
   COUNTER_SLOTS: 32,
-  HEADS: 512,
   MARKS: 4096,
   INCARNATIONS: 20480,
   READERS: 86016,
   READER_SLOTS: 1024,
   READER_SLOT_SIZE: 32,
+  /** Segment i's row (SegmentRows.ts) at ROWS + i * ROW * 8. */
+  ROWS: HEAD_SIZE,
 } as const;
 
 /** Bytes of the file locked with OFD locks (never written): they say who has the pile open. */
@@ -57,14 +60,19 @@ const LOCK_STRUCTURES = 3;
 const INIT_WAIT_MS = 600_000;
 
 /** A layout that fits: checked once, when this module loads. */
-if (COORD.HEADS + NUM_CLASSES * 8 > COORD.MARKS || COORD.MARKS + MAX_SEGMENTS > COORD.INCARNATIONS) {
+if (COORD.COUNTERS + COORD.COUNTER_SLOTS * 8 > COORD.MARKS || COORD.MARKS + MAX_SEGMENTS > COORD.INCARNATIONS) {
   throw new Error('coordination file layout overlaps');
 }
-if (COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS || COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD_SIZE) {
+if (
+  COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS ||
+  COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD.ROWS ||
+  COORD_SIZE % 65536 !== 0
+) {
   throw new Error('coordination file layout overlaps');
 }
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
+const ENOSPC = 28;
 
 /**
  * pile.coord mapped as a SharedArrayBuffer, with the writer mutex in it. Opened by every opener of
@@ -74,8 +82,8 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
 export class CoordFile {
   readonly u32: Uint32Array;
   readonly f64: Float64Array;
-  /** The free-list heads, which a read-write pile's allocator works on in place. */
-  readonly heads: Float64Array;
+  /** The segment rows, which a read-write pile's allocator works on in place. */
+  readonly rows: Float64Array;
   readonly marks: Uint8Array;
   readonly incarnations: Uint32Array;
   /** False for a process that could not map the file as shared memory and writes alone (see openWriter). */
@@ -88,6 +96,7 @@ export class CoordFile {
    * after it join a state that is complete.
    */
   readonly first: boolean;
+  private reservedRows = 0;
 
   private constructor(
     readonly file: string,
@@ -100,7 +109,7 @@ export class CoordFile {
     const buf = mapping?.buffer ?? new ArrayBuffer(COORD_SIZE);
     this.u32 = new Uint32Array(buf);
     this.f64 = new Float64Array(buf);
-    this.heads = new Float64Array(buf, COORD.HEADS, NUM_CLASSES);
+    this.rows = new Float64Array(buf, COORD.ROWS, MAX_SEGMENTS * ROW);
     this.marks = new Uint8Array(buf, COORD.MARKS, MAX_SEGMENTS);
     this.incarnations = new Uint32Array(buf, COORD.INCARNATIONS, MAX_SEGMENTS);
     this.first = first;
@@ -133,8 +142,9 @@ export class CoordFile {
       lockInit(fd, file);
       try {
         if (fs.fstatSync(fd).size < COORD_SIZE) {
-          const r = native.reserve(fd, COORD_SIZE);
-          if (r !== 0) fs.ftruncateSync(fd, COORD_SIZE);
+          // Disk space for the head only: a row gets its own when its segment is made (reserveRows).
+          native.reserve(fd, HEAD_SIZE);
+          fs.ftruncateSync(fd, COORD_SIZE);
         }
         const live = native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
         let cannot: unknown;
@@ -225,6 +235,18 @@ export class CoordFile {
       fs.closeSync(fd);
       return undefined;
     }
+  }
+
+  /**
+   * Gives the rows of segments 0..count-1 disk space, so that writing them through the mapping
+   * never meets a full disk (a SIGBUS). Where the file system can not reserve, they stay sparse.
+   * @throws PILE_IO when the disk is full, naming the file
+   */
+  reserveRows(count: number): void {
+    if (count <= this.reservedRows || this.fd < 0) return;
+    const r = native.reserve(this.fd, COORD.ROWS + count * ROW * 8);
+    if (r === ENOSPC) throw new PileError('PILE_IO', `no disk space for the rows of ${count} segments in ${this.file}`);
+    this.reservedRows = count;
   }
 
   /** The write sequence: changes whenever a writer published a change. */
@@ -338,7 +360,8 @@ function checkHeader(u32: Uint32Array, file: string, segmentSize: number, pileId
 /** Lays the file out afresh; only under the init lock with no live opener. READY is set last. */
 function layOut(u32: Uint32Array, mutex: SharedMutex, segmentSize: number, pileId: number): void {
   Atomics.store(u32, COORD.READY >>> 2, 0);
-  new Uint8Array(u32.buffer).fill(0, 0, COORD_SIZE);
+  // Not the rows: a row is written whole (a checkpoint's, a rebuild's, a new segment's) before it is read.
+  new Uint8Array(u32.buffer).fill(0, 0, HEAD_SIZE);
   u32[COORD.MAGIC >>> 2] = COORD_MAGIC;
   u32[COORD.VERSION >>> 2] = COORD_VERSION;
   u32[COORD.SEGMENT_SIZE >>> 2] = segmentSize;

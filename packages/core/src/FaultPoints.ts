@@ -26,6 +26,8 @@ export type FaultPoint =
   | 'catalog-written'
   /** The meta file counts a new segment; the allocator has not made it its tail yet. */
   | 'segment-counted'
+  /** A checkpoint saved the rows of the segments written since the last one; its state (which names them) is not saved yet. */
+  | 'rows-written'
   /** A checkpoint's allocator state is saved; the dirty marks are not cleared yet. */
   | 'checkpoint-saved'
   /** A checkpoint cleared the dirty marks; the allocator does not know yet. */

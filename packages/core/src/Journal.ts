@@ -1,4 +1,5 @@
 import type { Allocator } from './Allocator';
+import { uncountUsed } from './AllocatorRows';
 import { BLOCK_HEADER_SIZE, FLAG_BODY, KIND_JOURNAL, KIND_LINK, STATE_USED, blockSizeFor, flagsOf, stateOf } from './BlockFormat';
 import { beginChange, endChange } from './ChangeSeq';
 import { faultPoints } from './FaultPoints';
@@ -113,7 +114,7 @@ export function applyJournal(host: JournalHost, jSeg: Segment, jOff: number): vo
   const tw = t.seg.u32[(t.off >>> 2) + 1]!;
   const tFlags = flagsOf(tw) & FLAG_BODY;
   const wasUsed = stateOf(tw) === STATE_USED;
-  if (wasUsed) alloc.uncountUsed(tw, t.seg.u32[(t.off >>> 2) + 2]!);
+  if (wasUsed) uncountUsed(alloc, tw, t.seg.u32[(t.off >>> 2) + 2]!, t.seg.index);
   const tp = t.off + BLOCK_HEADER_SIZE;
   // The target is changed in place: readers of other processes may be reading it (ChangeSeq.ts).
   const began = beginChange(t.seg.u32);

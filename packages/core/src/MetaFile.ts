@@ -11,17 +11,23 @@ export const META_FILE_NAME = 'pile.meta';
 const HEADER_SIZE = 32;
 const SLOT_A = 64;
 const SLOT_SIZE = 32;
-const CLEAN_STATE_AT = 128;
 const CHECKPOINT_AT = 4096;
-const CHECKPOINT_MAGIC = 0x54504b43; // "CKPT"
+/** "CKP4": format 4's checkpoint, whose segment rows are at ROWS_AT (format 3's "CKPT" held the lists' heads itself). */
+const CHECKPOINT_MAGIC = 0x34504b43;
 const CHECKPOINT_HEAD = 64;
 const BOOT_ID_BYTES = 40;
 /** One byte per segment: its dirty mark since the checkpoint (Allocator MARK_*). */
 const MARKS_AT = 8192;
+/** Segment i's row (SegmentRows.ts) as a checkpoint saved it, at ROWS_AT + ROW_SLOT * i: CRC, sequence, ROW f64. */
+const ROWS_AT = 32768;
+const ROW_SLOT = 2048;
+const ROW_HEAD = 8;
 
 /** The allocator state a checkpoint saved (docs/format.md, Checkpoint). */
 export interface Checkpoint {
   segmentCount: number;
+  /** Its sequence number: rows saved by a later checkpoint that did not complete carry a larger one. */
+  seq: number;
   /** The boot of the machine that wrote it: marks are trusted only while the page cache that holds them lives. */
   bootId: string;
   state: Float64Array;
@@ -29,6 +35,8 @@ export interface Checkpoint {
 
 /** Fields of the meta file header. */
 export interface MetaHeader {
+  /** The format the file was written by (FORMAT_VERSION when written by this build). */
+  version?: number;
   segmentSize: number;
   pileId: number;
   segmentCount: number;
@@ -68,7 +76,7 @@ export class MetaFile {
     const tmp = `${file}.tmp`;
     let fd: number | undefined = createExclusive(tmp, true);
     try {
-      const b = Buffer.alloc(CLEAN_STATE_AT);
+      const b = Buffer.alloc(SLOT_A + SLOT_SIZE * 2);
       encodeHeader(b, header);
       if (fs.writeSync(fd, b, 0, b.length, 0) !== b.length) throw new Error(`short write to ${tmp}`);
       fs.fsyncSync(fd);
@@ -111,6 +119,7 @@ export class MetaFile {
     if (version < OLDEST_FORMAT_VERSION)
       throw new PileError('PILE_CORRUPT', `meta file ${this.file}: bad format version ${version} at offset 4`);
     return {
+      version,
       segmentSize: b.readUInt32LE(8),
       pileId: b.readUInt32LE(12),
       segmentCount: b.readUInt32LE(16),
@@ -144,26 +153,6 @@ export class MetaFile {
     this.write(b, SLOT_A + which * SLOT_SIZE);
   }
 
-  /** The allocator state saved by a clean close, or undefined when absent or damaged. */
-  readCleanState(): Float64Array | undefined {
-    const head = this.read(CLEAN_STATE_AT, 8);
-    const count = head.readUInt32LE(4);
-    if (count === 0 || count > 4096) return undefined;
-    const body = this.read(CLEAN_STATE_AT + 8, count * 8);
-    if (body.length !== count * 8 || crc32(body) >>> 0 !== head.readUInt32LE(0)) return undefined;
-    const out = new Float64Array(count);
-    for (let i = 0; i < count; i++) out[i] = body.readDoubleLE(i * 8);
-    return out;
-  }
-
-  writeCleanState(values: Float64Array): void {
-    const b = Buffer.alloc(8 + values.length * 8);
-    for (let i = 0; i < values.length; i++) b.writeDoubleLE(values[i]!, 8 + i * 8);
-    b.writeUInt32LE(crc32(b.subarray(8)) >>> 0, 0);
-    b.writeUInt32LE(values.length, 4);
-    this.write(b, CLEAN_STATE_AT);
-  }
-
   /** Writes a checkpoint (one pwrite, its own CRC): the allocator state that recovery starts from. */
   writeCheckpoint(c: Checkpoint): void {
     const b = Buffer.alloc(CHECKPOINT_HEAD + c.state.length * 8);
@@ -171,6 +160,7 @@ export class MetaFile {
     b.writeUInt32LE(c.segmentCount, 12);
     b.write(c.bootId.slice(0, BOOT_ID_BYTES), 16, 'latin1');
     b.writeUInt32LE(c.state.length, 56);
+    b.writeUInt32LE(c.seq >>> 0, 60);
     for (let i = 0; i < c.state.length; i++) b.writeDoubleLE(c.state[i]!, CHECKPOINT_HEAD + i * 8);
     b.writeUInt32LE(b.length - 8, 4);
     b.writeUInt32LE(crc32(b.subarray(8)) >>> 0, 0);
@@ -188,7 +178,52 @@ export class MetaFile {
     if (CHECKPOINT_HEAD + n * 8 !== b.length) return undefined;
     const state = new Float64Array(n);
     for (let i = 0; i < n; i++) state[i] = b.readDoubleLE(CHECKPOINT_HEAD + i * 8);
-    return { segmentCount: b.readUInt32LE(12), bootId: b.toString('latin1', 16, 16 + BOOT_ID_BYTES).replace(/\0+$/, ''), state };
+    return {
+      segmentCount: b.readUInt32LE(12),
+      seq: b.readUInt32LE(60),
+      bootId: b.toString('latin1', 16, 16 + BOOT_ID_BYTES).replace(/\0+$/, ''),
+      state,
+    };
+  }
+
+  /**
+   * Writes the rows of segments `which` (ascending) from `rows`, each with its CRC and `seq`: one
+   * pwrite per run of consecutive segments. Before the checkpoint that names `seq`: until it is
+   * written, recovery rescans these segments (they are marked, or past the old checkpoint's count).
+   */
+  writeRows(rows: Float64Array, width: number, which: readonly number[], seq: number): void {
+    for (let k = 0; k < which.length;) {
+      let end = k + 1;
+      while (end < which.length && which[end] === which[end - 1]! + 1) end++;
+      const first = which[k]!;
+      const b = Buffer.alloc((end - k) * ROW_SLOT);
+      for (let j = k; j < end; j++) {
+        const at = (j - k) * ROW_SLOT;
+        const i = which[j]!;
+        b.writeUInt32LE(seq >>> 0, at + 4);
+        for (let x = 0; x < width; x++) b.writeDoubleLE(rows[i * width + x]!, at + ROW_HEAD + x * 8);
+        b.writeUInt32LE(crc32(b.subarray(at + 4, at + ROW_HEAD + width * 8)) >>> 0, at);
+      }
+      this.write(b, ROWS_AT + first * ROW_SLOT);
+      k = end;
+    }
+    faultPoints.hit?.('rows-written');
+  }
+
+  /**
+   * Reads the rows of segments 0..count-1 into `rows` (`width` slots each); returns, per segment,
+   * whether its row is whole (CRC) and was saved by checkpoint `seq` or an earlier one.
+   */
+  readRows(rows: Float64Array, width: number, count: number, seq: number): boolean[] {
+    const b = this.read(ROWS_AT, count * ROW_SLOT);
+    const ok: boolean[] = [];
+    for (let i = 0; i < count; i++) {
+      const at = i * ROW_SLOT;
+      const good = crc32(b.subarray(at + 4, at + ROW_HEAD + width * 8)) >>> 0 === b.readUInt32LE(at) && b.readUInt32LE(at + 4) <= seq;
+      if (good) for (let x = 0; x < width; x++) rows[i * width + x] = b.readDoubleLE(at + ROW_HEAD + x * 8);
+      ok.push(good);
+    }
+    return ok;
   }
 
   /** Writes the dirty mark of one segment (one pwrite of one byte). */

@@ -1,20 +1,18 @@
-import { checkpointed, snapshot } from './AllocatorCheckpoint';
 import { randomInt } from 'node:crypto';
 import type { ZodType } from 'zod';
-import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
+import { MARK_WHOLE } from './Allocator';
 import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_TYPED, RAW_PREFIX, TYPED_PREFIX, kindOf } from './BlockFormat';
 import { blockDamage } from './Checksum';
 import { compactSegments } from './Compact';
 import type { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { encodeGuard } from './EncodeGuard';
 import { walkEntries, type PileEntry } from './Entries';
-import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
-import { closeFiles, openFiles, startPile } from './PileFiles';
+import { closeFiles, openFiles, saveCheckpoint, startPile } from './PileFiles';
 import { DEFAULT_SEGMENT_SIZE, checkOptions, invalid, type PileOptions } from './PileOptions';
 import { NULL_POINTER, type PilePointer } from './PilePointer';
 import { compileFieldAccess, type FieldAccessCode } from './PointerCheck';
-import { BOOT_ID, emptyRecoveryReport, type RecoveryReport } from './Recovery';
+import { emptyRecoveryReport, type RecoveryReport } from './Recovery';
 import { EMPTY_BUFFER, TYPED_USED_WORD } from './RecordStore';
 import type { InlineRead } from './SchemaCodegen';
 import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCompiler';
@@ -140,18 +138,11 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
   }
 
   /**
-   * Saves the allocator state to pile.meta and clears the dirty marks: recovery after a crash then
-   * scans only the segments (or the part of the tail's segment) written after this. The state goes
-   * first: killed between the two writes, the old marks stay, naming more than was written since.
+   * Saves the allocator state to pile.meta and clears the dirty marks (PileFiles' saveCheckpoint).
    * Runs between operations only (from writable() and a timer), never inside one.
    */
   protected override checkpoint(): void {
-    const meta = this.meta!;
-    meta.writeCheckpoint({ segmentCount: this.segments.length, bootId: BOOT_ID, state: snapshot(this.alloc) });
-    faultPoints.hit?.('checkpoint-saved');
-    meta.writeMarks(this.segments.length, MARK_CLEAN);
-    faultPoints.hit?.('checkpoint-cleared');
-    checkpointed(this.alloc);
+    saveCheckpoint(this);
   }
 
   // ---------------------------------------------------------------- records, schemas and roots

@@ -1,8 +1,9 @@
-import { restore, snapshot } from './AllocatorCheckpoint';
+import { checkpointState, checkpointed, relist, sumRows } from './AllocatorCheckpoint';
 import { countOnly } from './AllocatorScan';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { MARK_WHOLE } from './Allocator';
+import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
+import { FORMAT_VERSION } from './BlockFormat';
 import { CoordFile } from './CoordFile';
 import { DirectoryLock, ReaderMark } from './DirectoryLock';
 import { faultPoints } from './FaultPoints';
@@ -12,9 +13,10 @@ import { META_FILE_NAME, MetaFile } from './MetaFile';
 import { PileError } from './PileError';
 import { invalid, isSegmentSize, type PileOptions } from './PileOptions';
 import { MAX_SEGMENTS } from './PointerFormat';
-import { checkpointRegions, emptyRecoveryReport, recoverPile, type RecoveryReport } from './Recovery';
+import { BOOT_ID, checkpointRegions, emptyRecoveryReport, recoverPile, type RecoveryReport } from './Recovery';
 import type { RecordStore } from './RecordStore';
 import { Segment, segmentFileName } from './Segment';
+import { ROW } from './SegmentRows';
 import { metaHeader } from './SegmentTable';
 import type { WriterTurn } from './WriterTurn';
 
@@ -133,10 +135,10 @@ export function startPile(
 }
 
 /**
- * A writer's clean shutdown: every segment synced, then the allocator state saved and the pile
- * marked clean so that the next open does not scan; while other processes have the pile open for
- * writing, a checkpoint instead (the last to close marks it clean). Under the init lock, so that no
- * opener joins while this one decides it is the last, and under the turn.
+ * A writer's clean shutdown: every segment synced, then a checkpoint, and the pile marked clean
+ * (after the checkpoint is on disk) so that the next open does not scan; while other processes
+ * have the pile open for writing, the checkpoint only (the last to close marks it clean). Under the
+ * init lock, so that no opener joins while this one decides it is the last, and under the turn.
  * @throws PILE_IO when pile.meta can not be written
  */
 export function closeFiles(store: RecordStore, coord: CoordFile | undefined, turn: WriterTurn | undefined, checkpoint: () => void): void {
@@ -145,9 +147,10 @@ export function closeFiles(store: RecordStore, coord: CoordFile | undefined, tur
   coord?.holdInit();
   turn?.enter();
   for (const seg of store.segments) seg.sync();
-  if (coord?.otherWriters() === true) checkpoint();
-  else {
-    meta.writeCleanState(snapshot(store.alloc));
+  checkpoint();
+  if (coord?.otherWriters() !== true) {
+    // The rows lie on other pages than the header: on disk before the header says clean.
+    meta.sync();
     meta.writeHeader(metaHeader(store, store.segments.length, true));
     meta.sync();
   }
@@ -171,7 +174,8 @@ export function loadPile(
 ): void {
   const { dir, alloc, segmentSize, pileId, readonly } = store;
   const meta = store.meta!;
-  alloc.genFloor = meta.readHeader().genFloor;
+  const header = meta.readHeader();
+  alloc.genFloor = header.genFloor;
   if (!readonly && segmentCount > 0 && Segment.isShortAndEmpty(dir!, segmentCount - 1, segmentSize, pileId)) {
     // The last segment's file was never made whole and holds no record: uncount it (the loop
     // below deletes its file) and recover, since a clean state may name its free block.
@@ -193,12 +197,8 @@ export function loadPile(
   // Mark the pile in use before the first write: a crash from now on makes the next open recover.
   meta.writeHeader(metaHeader(store, segmentCount, false));
   meta.sync();
-  const state = clean ? meta.readCleanState() : undefined;
-  if (state !== undefined && restore(alloc, state)) {
-    store.catalog.load();
-    return;
-  }
-  recoverFiles(store, report, onProgress, segmentCount, clean);
+  // A pile of an older format has no segment rows: one scan of every segment makes them.
+  recoverFiles(store, report, onProgress, segmentCount, clean && header.version === FORMAT_VERSION, header.version === FORMAT_VERSION);
 }
 
 /**
@@ -219,7 +219,29 @@ export function repairPile(store: RecordStore, report: RecoveryReport): void {
   for (let i = segments.length; i < count; i++) segments.push(Segment.open(dir!, i, segmentSize, pileId, false, true));
   removeUncounted(dir!, count);
   Object.assign(report, emptyRecoveryReport());
-  recoverFiles(store, report, undefined, count, false);
+  recoverFiles(store, report, undefined, count, false, true);
+}
+
+/**
+ * Saves a checkpoint (docs/format.md): the rows of the segments written since the last one (or
+ * added since), then the checkpoint that names them by its sequence number, then the dirty marks
+ * cleared. Killed before the checkpoint is written, recovery starts from the one before, which
+ * scans those segments; killed before the marks are cleared, it scans more than it must.
+ * @throws PILE_IO when pile.meta can not be written
+ */
+export function saveCheckpoint(store: RecordStore): void {
+  const meta = store.meta!;
+  const a = store.alloc;
+  const n = store.segments.length;
+  const seq = (a.ckptSeq + 1) >>> 0;
+  const written: number[] = [];
+  for (let i = 0; i < n; i++) if (i >= a.ckptSegCount || a.marks[i] !== MARK_CLEAN) written.push(i);
+  meta.writeRows(a.rows, ROW, written, seq);
+  meta.writeCheckpoint({ segmentCount: n, seq, bootId: BOOT_ID, state: checkpointState(a) });
+  faultPoints.hit?.('checkpoint-saved');
+  meta.writeMarks(n, MARK_CLEAN);
+  faultPoints.hit?.('checkpoint-cleared');
+  checkpointed(a, seq);
 }
 
 /** Files past the counted segments: left by a crash while adding one, or by an interrupted compact. */
@@ -229,17 +251,33 @@ function removeUncounted(dir: string, segmentCount: number): void {
   }
 }
 
-/** Recovery from the last checkpoint when it can be trusted, else a scan of every segment. */
+/**
+ * The allocator state from the last checkpoint when it can be trusted (`current`: the pile is of
+ * this format), with recovery of what was written since; else a recovery that scans every segment.
+ * After a clean close (`clean`) nothing was written since, and nothing is scanned.
+ */
 function recoverFiles(
   store: RecordStore,
   report: RecoveryReport,
   onProgress: PileOptions['onProgress'],
   segmentCount: number,
   clean: boolean,
+  current: boolean,
 ): void {
   const meta = store.meta!;
-  const regions = clean ? undefined : checkpointRegions(meta, store.alloc, store.fmt, segmentCount);
+  const { alloc } = store;
+  const regions = current ? checkpointRegions(meta, alloc, store.fmt, segmentCount, clean) : undefined;
+  if (clean && regions?.length === 0) {
+    relist(alloc);
+    sumRows(alloc);
+    store.catalog.load();
+    return;
+  }
   if (regions === undefined) {
+    // Every row is made anew: the next checkpoint saves them all, numbered on from the last.
+    alloc.ckptSegCount = 0;
+    alloc.ckptTailSeg = -1;
+    alloc.ckptSeq = Math.max(alloc.ckptSeq, meta.readCheckpoint()?.seq ?? 0);
     // A full scan may write into any segment: marked first, so that a crash during it scans all again.
     meta.writeMarks(segmentCount, MARK_WHOLE);
   }

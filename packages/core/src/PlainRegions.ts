@@ -44,6 +44,8 @@ export interface PlainRegions {
   inner: number[];
   /** For each region, the end of its runs in `runs`. */
   regionEnds: number[];
+  /** For each region, allocatedBytes, utilizedBytes and objectCount as summed up to its end (its segment's row gets the differences). */
+  regionTotals: number[];
 }
 
 /**
@@ -80,6 +82,7 @@ export function walkPlainRegions(
   const runs: number[] = [];
   const inner: number[] = [];
   const regionEnds: number[] = [];
+  const regionTotals: number[] = [];
   const stepped = new Float64Array(4);
   let blocks = 0;
   let allocated = 0;
@@ -168,6 +171,7 @@ export function walkPlainRegions(
     }
     if (runStart >= 0) runs.push(segIdx, runStart, segmentSize, runGen, runInner, inner.length);
     regionEnds.push(runs.length);
+    regionTotals.push(allocated, utilized, objects);
   }
-  return { blocks, allocatedBytes: allocated, utilizedBytes: utilized, objectCount: objects, runs, inner, regionEnds };
+  return { blocks, allocatedBytes: allocated, utilizedBytes: utilized, objectCount: objects, runs, inner, regionEnds, regionTotals };
 }

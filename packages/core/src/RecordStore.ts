@@ -1,4 +1,5 @@
 import { rebuild } from './AllocatorScan';
+import { countUsed, countUsedTyped, uncountUsed } from './AllocatorRows';
 import { Allocator } from './Allocator';
 import {
   BLOCK_HEADER_SIZE,
@@ -348,7 +349,7 @@ export abstract class RecordStore extends ReadState {
     u32[h + 3] = blockChecksum(seg.buf, u32, off, u32[h]!, (g | TYPED_CHECKED_WORD) >>> 0, length);
     u32[h + 2] = length;
     u32[h + 1] = used;
-    this.alloc.countUsedTyped(length);
+    countUsedTyped(this.alloc, length, segIdx);
     const fmt = this.fmt;
     return (((gen & fmt.tagMask) * SEGMENT_DIV + segIdx) * fmt.offsetDiv + off * 0.125) as PilePointer;
   }
@@ -465,7 +466,7 @@ export abstract class RecordStore extends ReadState {
         : blockChecksum(seg.buf, u32, off, u32[h]!, checkedWord1(used), length);
     u32[h + 2] = length;
     u32[h + 1] = used;
-    this.alloc.countUsed(used, length);
+    countUsed(this.alloc, used, length, seg.index);
     return gen;
   }
 
@@ -481,10 +482,10 @@ export abstract class RecordStore extends ReadState {
       if (this.recovering) {
         // Free lists are not built yet: only mark it; rebuild() links and merges it. A damaged
         // block is left to the torn-record pass, which decides whether its size can be trusted.
-        if (blockDamage(seg.buf, seg.u32, off) === undefined) this.alloc.markFree(seg, off, seg.u32[off >>> 2]!, genOf(w));
+        if (blockDamage(seg.buf, seg.u32, off) === undefined) this.alloc.writeFree(seg.u32, off >>> 2, seg.u32[off >>> 2]!, genOf(w));
         return;
       }
-      if (stateOf(w) === STATE_USED) this.alloc.uncountUsed(w, seg.u32[(off >>> 2) + 2]!);
+      if (stateOf(w) === STATE_USED) uncountUsed(this.alloc, w, seg.u32[(off >>> 2) + 2]!, segIdx);
       this.alloc.free(addr);
     } finally {
       endChange(seg.u32, began);

@@ -1,9 +1,10 @@
-import { restore, snapshot } from './AllocatorCheckpoint';
-import { beginRegions, closeFreeRun, rebuild, rebuildRegions } from './AllocatorScan';
+import { restoreTail } from './AllocatorCheckpoint';
+import { ensureRows } from './AllocatorRows';
+import { beginRegions, closeFreeRun, endRegions, rebuild, rebuildRegions } from './AllocatorScan';
 import { confirmedSize, quarantine, trustedFreeSize } from './BlockTrust';
 import * as fs from 'node:fs';
 import type { Allocator } from './Allocator';
-import { MARK_CLEAN, MARK_TAIL } from './Allocator';
+import { MARK_CLEAN, MARK_TAIL, MARK_WHOLE } from './Allocator';
 import {
   FLAG_BODY,
   KIND_CATALOG,
@@ -24,6 +25,7 @@ import type { MetaFile } from './MetaFile';
 import type { PileOptions } from './PileOptions';
 import type { PointerFormat } from './PointerFormat';
 import type { Segment, SegmentWindow } from './Segment';
+import { R_ALLOC, R_OBJ, R_SPAN, R_UTIL, ROW } from './SegmentRows';
 import { corruptAt, type CorruptRecord } from './Verify';
 
 /**
@@ -94,33 +96,50 @@ export interface RecoveryHost {
 }
 
 /**
- * What recovery must scan when the last checkpoint can be trusted: the tail's segment from the
- * checkpoint's tail on, when marked so, and every segment added since. The allocator state is
- * restored from the checkpoint. undefined (scan everything) when there is no checkpoint of this
- * boot, a segment is marked as written elsewhere than past the tail, or the marks make no sense.
+ * What recovery must scan when the last checkpoint can be trusted, and the allocator state it
+ * starts from: every segment's row from pile.meta (its free lists and counters as the checkpoint
+ * saved them), the tail from the checkpoint. Scanned are the tail's segment from the checkpoint's
+ * tail on when marked so, every other segment written since (marked) or whose saved row is damaged
+ * or newer than the checkpoint, whole, and every segment added since. undefined (scan everything)
+ * when there is no checkpoint, or none of this boot (`clean`: the previous writer closed the pile
+ * cleanly, after syncing it, so any boot's), or its tail makes no sense.
  */
 export function checkpointRegions(
   meta: MetaFile,
   alloc: Allocator,
   fmt: PointerFormat,
   segmentCount: number,
+  clean: boolean,
 ): Array<[number, number]> | undefined {
   const ck = meta.readCheckpoint();
-  if (ck === undefined || BOOT_ID === '' || ck.bootId !== BOOT_ID || ck.segmentCount > segmentCount) return undefined;
-  if (!restore(alloc, ck.state)) return undefined;
+  if (ck === undefined || ck.segmentCount > segmentCount) return undefined;
+  if (!clean && (BOOT_ID === '' || ck.bootId !== BOOT_ID)) return undefined;
+  if (!restoreTail(alloc, ck.state)) return undefined;
   const tail = alloc.tailAddr;
   const tailSeg = tail !== 0 ? fmt.segmentOf(tail) : -1;
   if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= ck.segmentCount || alloc.tailEnd !== (tailSeg + 1) * fmt.segmentSize))
     return undefined;
+  ensureRows(alloc, segmentCount);
   const marks = meta.readMarks(ck.segmentCount);
+  const saved = meta.readRows(alloc.rows, ROW, ck.segmentCount, ck.seq);
+  // As if this checkpoint had just been made, with the scanned segments written since: the next
+  // checkpoint saves their rows.
+  alloc.ckptSeq = ck.seq;
+  alloc.ckptSegCount = ck.segmentCount;
+  alloc.ckptTailSeg = tailSeg;
+  alloc.ckptTailOff = tail !== 0 ? tail - tailSeg * fmt.segmentSize : 0;
+  alloc.marks.fill(MARK_CLEAN);
   const regions: Array<[number, number]> = [];
-  for (let i = 0; i < ck.segmentCount; i++) {
-    const m = marks[i]!;
-    if (m === MARK_CLEAN) continue;
-    if (m !== MARK_TAIL || i !== tailSeg) return undefined;
-    regions.push([i, tail - i * fmt.segmentSize]);
+  for (let i = 0; i < segmentCount; i++) {
+    const m = i < ck.segmentCount ? marks[i]! : -1;
+    if (m === MARK_CLEAN && saved[i] === true) continue;
+    if (m === MARK_TAIL && saved[i] === true && i === tailSeg) regions.push([i, tail - i * fmt.segmentSize]);
+    else {
+      alloc.rows.fill(0, i * ROW, (i + 1) * ROW);
+      regions.push([i, SEGMENT_HEADER_SIZE]);
+    }
+    if (i < ck.segmentCount) alloc.marks[i] = MARK_WHOLE;
   }
-  for (let i = ck.segmentCount; i < segmentCount; i++) regions.push([i, SEGMENT_HEADER_SIZE]);
   return regions;
 }
 
@@ -165,14 +184,19 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
     host.setRecovering(false);
     // What rebuildRegions would do, from the counts and free runs the walk found.
     beginRegions(alloc, scan);
-    alloc.allocatedBytes += plain.allocatedBytes;
-    alloc.utilizedBytes += plain.utilizedBytes;
-    alloc.objectCount += plain.objectCount;
     const runs = plain.runs;
+    const totals = plain.regionTotals;
     let i = 0;
     try {
       for (let k = 0; k < scan.length; k++) {
         const win = windows?.[k];
+        const row = scan[k]![0] * ROW;
+        const t = 3 * k;
+        const allocated = totals[t]! - (k > 0 ? totals[t - 3]! : 0);
+        alloc.rows[row + R_ALLOC]! += allocated;
+        alloc.rows[row + R_SPAN]! += allocated;
+        alloc.rows[row + R_UTIL]! += totals[t + 1]! - (k > 0 ? totals[t - 2]! : 0);
+        alloc.rows[row + R_OBJ]! += totals[t + 2]! - (k > 0 ? totals[t - 1]! : 0);
         for (; i < plain.regionEnds[k]!; i += 6) {
           closeFreeRun(alloc, segments[runs[i]!]!, runs[i + 1]!, runs[i + 2]!, runs[i + 3]!, plain.inner, runs[i + 4]!, runs[i + 5]!, win);
         }
@@ -184,6 +208,7 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
     } finally {
       for (const w of windows ?? []) w?.release();
     }
+    endRegions(alloc);
     return;
   }
   // 1. Replay committed journals: they complete a set() that the crash interrupted.
@@ -197,16 +222,16 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
     progress,
     scan,
   );
-  // Counters are rebuilt at the end, or (from a checkpoint) added to by the walk of what is
-  // scanned: replay must not drift them meanwhile.
-  const counters = regions === undefined ? undefined : snapshot(alloc);
+  // Counters are rebuilt at the end, or (from a checkpoint) added to the rows of what is scanned
+  // by its walk: replay must not drift them meanwhile.
+  const rows = regions === undefined ? undefined : regions.map(([s]) => alloc.rows.slice(s * ROW, (s + 1) * ROW));
   for (const a of journals) {
     const j = seat(a);
     host.applyJournal(j.seg, j.off);
-    alloc.markFree(j.seg, j.off, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
+    alloc.writeFree(j.seg.u32, j.off >>> 2, j.seg.u32[j.off >>> 2]!, genOf(j.seg.u32[(j.off >>> 2) + 1]!));
     r.journalsReplayed++;
   }
-  if (counters !== undefined) restore(alloc, counters);
+  rows?.forEach((row, k) => alloc.rows.set(row, regions![k]![0] * ROW));
   const catalogAddr = host.loadCatalog();
   // 2. Drop torn records, and find link targets. A torn record's size is not covered by a
   // checksum that holds: it is freed only by a size that the next header confirms (see
@@ -225,7 +250,7 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
         const fixed = headerBitRepair(seg.buf, seg.u32, off, segmentSize);
         if (fixed !== undefined) {
           const g = genOf(fixed.w1) > genOf(w) ? genOf(fixed.w1) : genOf(w);
-          alloc.markFree(seg, off, fixed.size, g);
+          alloc.writeFree(seg.u32, off >>> 2, fixed.size, g);
           r.tornRecords++;
           return fixed.size;
         }
@@ -241,14 +266,14 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
           );
           return -1;
         }
-        alloc.markFree(seg, off, sure, genOf(w));
+        alloc.writeFree(seg.u32, off >>> 2, sure, genOf(w));
         r.tornRecords++;
         return sure;
       }
       const kind = kindOf(w);
       if (kind === KIND_LINK) links.push(addrOf(seg, off));
       else if (kind === KIND_CATALOG && addrOf(seg, off) !== catalogAddr) {
-        alloc.markFree(seg, off, size, genOf(w));
+        alloc.writeFree(seg.u32, off >>> 2, size, genOf(w));
         r.orphansFreed++;
       } else if (flagsOf(w) & FLAG_BODY) bodies.add(addrOf(seg, off));
       return size;
@@ -263,21 +288,54 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
     const body = host.linkTarget(l.seg, l.off);
     if (body !== 0) bodies.delete(body);
     else {
-      alloc.markFree(l.seg, l.off, l.seg.u32[l.off >>> 2]!, genOf(l.seg.u32[(l.off >>> 2) + 1]!));
+      alloc.writeFree(l.seg.u32, l.off >>> 2, l.seg.u32[l.off >>> 2]!, genOf(l.seg.u32[(l.off >>> 2) + 1]!));
       r.tornRecords++;
     }
   }
+  if (regions !== undefined && bodies.size > 0) linksElsewhere(host, scan, bodies);
   // Where a walk stopped at damage, links past that point were not seen: a body that looks
   // unreached may be reached from there, so none is freed.
   if (r.corrupt.length > 0) bodies.clear();
   for (const a of bodies) {
     const b = seat(a);
-    alloc.markFree(b.seg, b.off, b.seg.u32[b.off >>> 2]!, genOf(b.seg.u32[(b.off >>> 2) + 1]!));
+    alloc.writeFree(b.seg.u32, b.off >>> 2, b.seg.u32[b.off >>> 2]!, genOf(b.seg.u32[(b.off >>> 2) + 1]!));
     r.orphansFreed++;
   }
   host.setRecovering(false);
   if (regions === undefined) rebuild(alloc, () => progress());
   else rebuildRegions(alloc, regions, progress);
+}
+
+/**
+ * A body that a recovery from a checkpoint found unreached in a segment it scanned whole, though
+ * the segment was there at the checkpoint, may be older than the checkpoint, with its link in a
+ * segment not written since and so not scanned: `bodies` loses those that the links of every
+ * segment not scanned whole reach (a read-only walk, only when such a body is left). A damaged
+ * block in that walk keeps every body. Bodies elsewhere were all written since the checkpoint,
+ * and so were the links that reach them.
+ */
+function linksElsewhere(host: RecoveryHost, scan: ReadonlyArray<readonly [number, number]>, bodies: Set<number>): void {
+  const { alloc, fmt } = host;
+  const whole = new Set(scan.filter(([s, from]) => from === SEGMENT_HEADER_SIZE && s < alloc.ckptSegCount).map(([s]) => s));
+  if (![...bodies].some((a) => whole.has(fmt.segmentOf(a)))) return;
+  const rest = host.segments.filter((s) => !whole.has(s.index)).map((s): [number, number] => [s.index, SEGMENT_HEADER_SIZE]);
+  const damage: CorruptRecord[] = [];
+  walkUsed(
+    host,
+    (seg, off, w) => {
+      if (kindOf(w) === KIND_LINK) {
+        const body = host.linkTarget(seg, off);
+        if (body !== 0) bodies.delete(body);
+      }
+      return seg.u32[off >>> 2]!;
+    },
+    () => {},
+    rest,
+    damage,
+  );
+  host.report.regionsScanned += rest.length;
+  host.report.bytesScanned += rest.length * (fmt.segmentSize - SEGMENT_HEADER_SIZE);
+  if (damage.length > 0) bodies.clear();
 }
 
 /** Bytes a recovery may map as windows (Segment.window) in all; an object so that tests can change it. */

@@ -1,4 +1,6 @@
 import type { Allocator } from './Allocator';
+import { ensureRows } from './AllocatorRows';
+import { SEGMENT_HEADER_SIZE } from './BlockFormat';
 import { faultPoints } from './FaultPoints';
 import type { MetaFile, MetaHeader } from './MetaFile';
 import { PileError } from './PileError';
@@ -38,7 +40,11 @@ export function addSegment(host: SegmentHost): Segment {
   const seg = host.persistent
     ? Segment.create(host.dir!, index, segmentSize, host.pileId)
     : Segment.inMemory(index, segmentSize, host.pileId);
-  host.alloc.initSegment(seg);
+  // The free block header over the whole of it, at the generation floor, before the meta file counts
+  // it: even a crash before the first put leaves a segment whose generations start above those of
+  // any segment released at the same index. Its row's room first (pile.coord's disk space).
+  ensureRows(host.alloc, index + 1);
+  host.alloc.writeFree(seg.u32, SEGMENT_HEADER_SIZE >>> 2, segmentSize - SEGMENT_HEADER_SIZE, host.alloc.genFloor);
   segments.push(seg);
   if (host.meta !== undefined) {
     host.meta.writeHeader(metaHeader(host, segments.length, false));

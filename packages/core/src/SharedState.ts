@@ -30,9 +30,10 @@ export function shareState(
 
 /**
  * The allocator fields a writer publishes in pile.coord at the end of its turn and another process
- * takes over at the start of its own (docs/format.md): the clean-close state's counters, then what
- * the checkpoint and merge logic keep. The free-list heads and the dirty marks need no copy: the
- * allocator of a read-write pile works on them in pile.coord itself (see share()).
+ * takes over at the start of its own (docs/format.md): the pile's counters and tail, then what
+ * the checkpoint and merge logic keep. The segment rows (free-list heads and counters of each
+ * segment) and the dirty marks need no copy: the allocator of a read-write pile works on them in
+ * pile.coord itself (see share()); what a process derives from the rows is made again (relist).
  */
 export const COORD_FIELDS = [
   ...STAT_FIELDS,
@@ -40,6 +41,7 @@ export const COORD_FIELDS = [
   'ckptTailSeg',
   'ckptTailOff',
   'ckptSegCount',
+  'ckptSeq',
   'sinceCheckpoint',
   'freedSinceWalk',
   'damagedLists',
@@ -69,10 +71,11 @@ export class SharedState implements TurnHost {
     private readonly repairFiles: () => void,
   ) {}
 
-  /** Points the allocator's free-list heads and dirty marks at pile.coord (before any open work). */
+  /** Points the allocator's segment rows and dirty marks at pile.coord (before any open work). */
   share(alloc: Allocator): void {
-    alloc.heads = this.coord.heads;
+    alloc.rows = this.coord.rows;
     alloc.marks = this.coord.marks;
+    alloc.onRows = (count) => this.coord.reserveRows(count);
   }
 
   publish(): void {

@@ -1,4 +1,5 @@
 import { checkFreeLists } from './AllocatorScan';
+import { R_ALLOC, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW } from './SegmentRows';
 import type { Allocator } from './Allocator';
 // Two imports so that each list fits one line (a multi-line list repeats Recovery's, line for line).
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE } from './BlockFormat';
@@ -52,6 +53,22 @@ export function checkBeforeWrite(seg: Segment, off: number): void {
   if (reason !== undefined) throw corruptError(seg, off, `${reason}; the record is left as it is`);
 }
 
+/** What a walk of segment `s` found (`after` less `before`) against its row, the allocator's record of it. */
+function checkRow(alloc: Allocator, s: number, before: Seen, after: Seen, errors: string[]): void {
+  const r = s * ROW;
+  const row = alloc.rows;
+  const expect: [string, number, number][] = [
+    ['objectCount', row[r + R_OBJ]!, after.objects - before.objects],
+    ['linkCount', row[r + R_LINK]!, after.links - before.links],
+    ['allocatedBytes', row[r + R_ALLOC]!, after.allocated - before.allocated],
+    ['utilizedBytes', row[r + R_UTIL]!, after.utilized - before.utilized],
+    ['freeBytes', row[r + R_SPAN]! - row[r + R_ALLOC]!, after.free - before.free],
+  ];
+  for (const [name, kept, found] of expect) if (kept !== found) errors.push(`segment ${s} ${name}: kept ${kept}, found ${found}`);
+}
+
+type Seen = { allocated: number; utilized: number; free: number; objects: number; links: number; freeBlocks: number };
+
 /**
  * Pile.verify(): walks every block of every segment, checks each record's checksum and each link,
  * and (for a writer, whose allocator state is live) the free lists and the counters against what
@@ -75,10 +92,11 @@ export function verifyPile(
     unaccountedBytes: 0,
     statsErrors: [],
   };
-  const seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
+  const seen: Seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
   for (const s of segments) {
     const seg = s.use();
     const u32 = seg.u32;
+    const before = { ...seen };
     let off = SEGMENT_HEADER_SIZE;
     while (off < segmentSize) {
       const size = u32[off >>> 2]!;
@@ -118,6 +136,7 @@ export function verifyPile(
       }
       off += size;
     }
+    if (!readonly && off >= segmentSize) checkRow(alloc, seg.index, before, seen, report.statsErrors);
     report.segmentsChecked++;
     onProgress?.({ phase: 'verify', done: report.segmentsChecked, total: segments.length });
   }

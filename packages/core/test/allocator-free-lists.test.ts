@@ -61,7 +61,12 @@ describe('allocator free lists', () => {
           const shift = round < 3 ? 0 : round;
           ptrs = Array.from({ length: 800 }, (_, i) => pile.put(Buffer.alloc(sizes[(i + shift) % 4]!, i)));
           expect(pile.stats.segmentCount).to.equal(st.segmentCount);
-          if (round < 3) expect(pile.stats.allocatedBytes).to.equal(st.allocatedBytes);
+          // Every block is reused for a record of its size, but for the rest of each segment's tail
+          // left when the next segment was added: a segment's lists are searched before the next
+          // one's, and a request of that rest's size class may take it, with fewer than
+          // MIN_BLOCK_SIZE (32) bytes over, which stay in the block.
+          const over = pile.stats.allocatedBytes - st.allocatedBytes;
+          if (round < 3) expect(over).to.be.within(0, 24 * st.segmentCount);
         }
         expectVerified(pile);
         pile.close();

@@ -256,11 +256,17 @@ describe('crash at each point of the write path', function () {
 
   it('a writer killed while appending past a checkpoint is recovered by one walk, to the counters a full recovery finds', () => {
     const lines = crashAt(dir, 'appended');
-    // The same files with every segment marked written anywhere: recovered by a scan of all of them.
+    // The same files without a checkpoint (its CRC zeroed): recovered by a scan of every segment.
     const full = path.join(tmp, `full-${n++}`);
     copyDir(dir, full);
-    const segments = fs.readdirSync(full).filter((f) => f.startsWith('seg-')).length;
-    const fd = fs.openSync(metaFile(full), 'r+');
+    let fd = fs.openSync(metaFile(full), 'r+');
+    fs.writeSync(fd, Buffer.alloc(4), 0, 4, 4096);
+    fs.closeSync(fd);
+    // And with every segment marked written anywhere: each is scanned whole, from the checkpoint.
+    const marked = path.join(tmp, `marked-${n++}`);
+    copyDir(dir, marked);
+    const segments = fs.readdirSync(marked).filter((f) => f.startsWith('seg-')).length;
+    fd = fs.openSync(metaFile(marked), 'r+');
     fs.writeSync(fd, Buffer.alloc(segments, 2), 0, segments, 8192);
     fs.closeSync(fd);
     let oneWalk: PileStats | undefined;
@@ -283,6 +289,25 @@ describe('crash at each point of the write path', function () {
     });
     expect(rf.full).to.equal(true);
     expect(oneWalk).to.deep.equal(scanned);
+    dir = marked;
+    let whole: PileStats | undefined;
+    const rm = reopen((pile) => {
+      expect(expectAppended(pile, lines)).to.equal(3000);
+      whole = pile.stats;
+    });
+    expect(rm.full).to.equal(false);
+    expect(rm.regionsScanned).to.equal(segments);
+    expect(whole).to.deep.equal(scanned);
+  });
+
+  it('a writer killed after saving the rows of a checkpoint, before the checkpoint, recovers from the one before', () => {
+    const lines = crashAt(dir, 'checkpoint-rows');
+    const r = reopen((pile) => {
+      expect(expectAppended(pile, lines)).to.be.greaterThan(100);
+      expectIntact(pile, built);
+    });
+    // The rows saved ahead of it carry a later checkpoint's number, and their segments are marked.
+    expect(r.full).to.equal(false);
   });
 
   it('a record torn in a region written since the checkpoint is dropped by the general passes', () => {

@@ -303,11 +303,26 @@ describe('damaged pile files', () => {
       expect(err.message).to.include(metaFile(dir));
     });
 
-    it('a damaged clean state: the open recovers by a scan instead', () => {
-      flipByte(metaFile(dir), 128 + 16, 0x01);
+    it('a damaged checkpoint (the clean state): the open recovers by a scan of every segment instead', () => {
+      flipByte(metaFile(dir), 4096 + 16, 0x01);
       const pile = openPile({ dir, verifyOnRead: true });
       try {
         expect(pile.lastRecovery.ran).to.equal(true);
+        expect(pile.lastRecovery.full).to.equal(true);
+        expectOthersIntact(pile, built, []);
+        expect(pile.verify().ok).to.equal(true);
+      } finally {
+        pile.close();
+      }
+    });
+
+    it('a damaged segment row of the checkpoint: the open scans that segment alone', () => {
+      flipByte(metaFile(dir), 32768 + 16, 0x01);
+      const pile = openPile({ dir, verifyOnRead: true });
+      try {
+        expect(pile.lastRecovery.ran).to.equal(true);
+        expect(pile.lastRecovery.full).to.equal(false);
+        expect(pile.lastRecovery.regionsScanned).to.equal(1);
         expectOthersIntact(pile, built, []);
         expect(pile.verify().ok).to.equal(true);
       } finally {

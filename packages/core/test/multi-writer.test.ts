@@ -208,7 +208,10 @@ describe('several processes writing one pile', function () {
       });
       const ready = await victim.next();
       expect(ready?.ready).to.equal(true);
-      if (ready!.recovered === true) repairs++;
+      if (ready!.recovered === true) {
+        repairs++;
+        expect(ready!.full, 'a repair scans the segments written since the checkpoint, not the pile').to.equal(false);
+      }
       await untilHolding(victim, k, id, model);
       kills.push(Date.now());
       victim.kill();
@@ -220,6 +223,7 @@ describe('several processes writing one pile', function () {
     expect(await survivor.exited).to.equal(0);
     console.log(waitsAfterKills(kills, done!));
     repairs += done!.repairs as number;
+    expect(done!.fullRepairs, 'repairs that scanned every segment').to.equal(0);
     expect(repairs, 'each holder killed holding the turn was repaired once, by the next writer').to.equal(KILLS);
     const pile = openPile({ dir });
     try {

@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile, type PilePointer } from '../src';
-import { snapshot } from '../src/AllocatorCheckpoint';
+import { checkpointState } from '../src/AllocatorCheckpoint';
+import { ROW } from '../src/SegmentRows';
 import type { Allocator } from '../src/Allocator';
 import { recoveryWindows } from '../src/Recovery';
 import type { Segment } from '../src/Segment';
@@ -79,7 +80,7 @@ describe('recovery from a checkpoint through windows of the segments', function 
       const { segments, alloc } = inside(pile);
       const r = pile.lastRecovery;
       const out: Recovered = {
-        state: Array.from(snapshot(alloc)),
+        state: [...checkpointState(alloc), ...alloc.rows.subarray(0, segments.length * ROW)],
         stats: pile.stats,
         mapped: segments.filter((s) => s.mapped).map((s) => s.index),
         full: r.full,

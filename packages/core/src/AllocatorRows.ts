@@ -1,0 +1,76 @@
+import { NUM_CLASSES, type Allocator } from './Allocator';
+import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, flagsOf, kindOf } from './BlockFormat';
+import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW } from './SegmentRows';
+
+// The allocator's segment rows (SegmentRows.ts): their room, and the record counters, kept for the
+// pile and for the segment of each block, called once per put, set and delete after the allocator's own work.
+
+/** Adds a committed block of segment `segIdx` to the record counters (allocatedBytes is kept by alloc and free). */
+export function countUsed(a: Allocator, w: number, length: number, segIdx: number): void {
+  a.utilizedBytes += length;
+  const r = segIdx * ROW;
+  a.rows[r + R_UTIL]! += length;
+  const kind = kindOf(w);
+  if (flagsOf(w) & FLAG_BODY) return;
+  if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
+    a.internalCount++;
+    a.rows[r + R_INT]!++;
+  } else {
+    a.objectCount++;
+    a.rows[r + R_OBJ]!++;
+    if (kind === KIND_LINK) {
+      a.linkCount++;
+      a.rows[r + R_LINK]!++;
+    }
+  }
+}
+
+/** countUsed() of a typed record, small enough to be inlined into the typed put. */
+export function countUsedTyped(a: Allocator, length: number, segIdx: number): void {
+  a.utilizedBytes += length;
+  a.objectCount++;
+  const r = segIdx * ROW;
+  a.rows[r + R_UTIL]! += length;
+  a.rows[r + R_OBJ]!++;
+}
+
+/** Takes a used block of segment `segIdx` out of the record counters (it is being freed or replaced). */
+export function uncountUsed(a: Allocator, w: number, length: number, segIdx: number): void {
+  a.utilizedBytes -= length;
+  const r = segIdx * ROW;
+  a.rows[r + R_UTIL]! -= length;
+  const kind = kindOf(w);
+  if (flagsOf(w) & FLAG_BODY) return;
+  if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
+    a.internalCount--;
+    a.rows[r + R_INT]!--;
+  } else {
+    a.objectCount--;
+    a.rows[r + R_OBJ]!--;
+    if (kind === KIND_LINK) {
+      a.linkCount--;
+      a.rows[r + R_LINK]!--;
+    }
+  }
+}
+
+/**
+ * Rows (and the bits of segBits) for segments 0..count-1: a pile's own rows grow with its segments; a
+ * shared pile's (pile.coord's) hold every segment already, and get disk space for them (onRows).
+ */
+export function ensureRows(a: Allocator, count: number): void {
+  a.onRows(count);
+  if (a.rows.length < count * ROW) {
+    const rows = new Float64Array(Math.max(count, (2 * a.rows.length) / ROW) * ROW);
+    rows.set(a.rows);
+    a.rows = rows;
+  }
+  if (count > a.segWords * 32) {
+    // Wider bit rows: each class keeps its bits at the start of its new words.
+    const words = Math.max(Math.ceil(count / 32), 2 * a.segWords);
+    const bits = new Uint32Array(NUM_CLASSES * words);
+    for (let c = 0; c < NUM_CLASSES; c++) bits.set(a.segBits.subarray(c * a.segWords, (c + 1) * a.segWords), c * words);
+    a.segBits = bits;
+    a.segWords = words;
+  }
+}

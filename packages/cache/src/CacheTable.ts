@@ -1,4 +1,5 @@
-import { PileError, beginChange, clearDeadMark, endChange, type CompiledSchema, type PilePointer } from '@pile/core';
+import { PileError, clearDeadMark, type CompiledSchema, type PilePointer } from '@pile/core';
+import { beginChange, endChange } from './CoreBindings';
 import type { CacheHost } from './CacheHost';
 import {
   E_CREATED,

@@ -1,4 +1,5 @@
-import { PileError, ReadRetry, SEQ_WORD, isPileError, type PilePointer } from '@pile/core';
+import { PileError, ReadRetry, isPileError, type PilePointer } from '@pile/core';
+import { SEQ_WORD } from './CoreBindings';
 import { E_CREATED, E_EXPIRES, E_VALUE_KIND, valueLength, valueOffset } from './EntryFormat';
 import { FIND_AGAIN, SlotIndex } from './SlotIndex';
 import { VERSION_WORD } from './TableSeqlock';

@@ -1,4 +1,5 @@
-import { PileError, fmix32 } from '@pile/core';
+import { PileError } from '@pile/core';
+import { fmix32 } from './CoreBindings';
 
 /** A key of a cache table. Equal keys of different types are different keys. */
 export type CacheKey = string | number | bigint | Uint8Array;

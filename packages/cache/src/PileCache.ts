@@ -1,4 +1,5 @@
-import { type Pile, PileError, encodeGuard, openPile, reentrantError, type CompiledSchema, type PilePointer } from '@pile/core';
+import { type Pile, PileError, openPile, reentrantError, type CompiledSchema, type PilePointer } from '@pile/core';
+import { encodeGuard } from './CoreBindings';
 import { CACHE_ROOT, loadCatalog, readCatalog, type Catalog } from './CacheCatalog';
 import type { CacheHost, StoredIndex } from './CacheHost';
 import { resolveCacheOptions, type CacheBehaviourOptions, type CacheOptions, type CacheOverPileOptions } from './CacheOptions';

@@ -1,4 +1,5 @@
-import { PileError, RAW_PREFIX, type Pile, type PilePointer } from '@pile/core';
+import { PileError, type Pile, type PilePointer } from '@pile/core';
+import { RAW_PREFIX } from './CoreBindings';
 import { E_KEY, E_KEY_LEN, E_KEY_TYPE } from './EntryFormat';
 import type { KeyCodec } from './KeyCodec';
 import type { PileMemory } from './PileMemory';

@@ -1,4 +1,5 @@
-import { PileError, SEQ_WORD, beginChange, endChange, type Pile, type PilePointer } from '@pile/core';
+import { PileError, type Pile, type PilePointer } from '@pile/core';
+import { SEQ_WORD, beginChange, endChange } from './CoreBindings';
 
 /**
  * The seqlock and the version of a table, which let a process that opened the pile read-only read

@@ -1,14 +1,5 @@
-import {
-  PileError,
-  compileSchema,
-  encodeGuard,
-  genericValueFault,
-  illFormedString,
-  isPileError,
-  refuseFunction,
-  type CompiledSchema,
-  type Pile,
-} from '@pile/core';
+import { PileError, compileSchema, isPileError, refuseFunction, type CompiledSchema, type Pile } from '@pile/core';
+import { encodeGuard, genericValueFault, illFormedString } from './CoreBindings';
 import type { Packr } from 'msgpackr';
 import { invalidOption } from './TableOptions';
 

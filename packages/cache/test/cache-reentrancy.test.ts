@@ -96,6 +96,34 @@ describe('cache values whose code calls back into the cache', () => {
     for (let i = 0; i < 50; i++) expect(u.get(i)).to.deep.equal({ name: `user ${i}`, admin: i % 2 === 0 });
     expect(cache.pile.verify().ok).to.equal(true);
   });
+
+  it('a string that keeps its length but needs more bytes on its second read is refused, never stored cut', () => {
+    // The entry's room is the measured size, so the second string ends exactly at its end: the
+    // encoder's ASCII shortcut must see the non-ASCII bytes and find the write cut ('éaaa' is 5
+    // bytes; 4 fit, as many as the string has units).
+    const u = cache.table('u', { schema: User });
+    for (const [first, second] of [
+      ['aaaa', 'éaaa'],
+      ['abcdefgh', 'abcdefg€'],
+      ['xy', '\u{1f600}'],
+    ] as const) {
+      let reads = 0;
+      const v = {
+        get name() {
+          return reads++ === 0 ? first : second;
+        },
+        admin: false,
+      };
+      expectPileError(() => u.put(first, v), 'PILE_SCHEMA_VIOLATION', 'changed while it was being stored');
+      expect(u.has(first)).to.equal(false);
+    }
+    // Strings that end exactly at the room's end and are whole, ASCII or not, are stored as given.
+    for (const name of ['', 'a', 'plain ascii name', 'héllo wörld', '\u{1f600}', 'a'.repeat(1000)]) {
+      expect(u.put(`k ${name}`, { name, admin: true })).to.equal('inserted');
+      expect(u.get(`k ${name}`)).to.deep.equal({ name, admin: true });
+    }
+    expect(cache.pile.verify().ok).to.equal(true);
+  });
 });
 
 describe('damaged cache entries', () => {

@@ -268,15 +268,17 @@ class Generator {
         // utf8Write encodes straight into the segment and reports the byte count, so no temporary Buffer.
         // It stops at `end`, short of a whole character: only a write that came within 3 bytes of
         // `end` can have been cut. The checks after it (written) run only when the byte count is not
-        // the string's length or the write came that close: as many bytes as UTF-16 units means
-        // every unit was ASCII, so the string is well-formed (a lone surrogate takes 3 bytes) and
-        // isWellFormed() is not called for the common ASCII string. A refused string has been
-        // written into the new block by then, like the fields before it: the caller gives it back.
+        // the string's length, or when the write came that close and a written byte is not ASCII.
+        // As many bytes as UTF-16 units, all of them ASCII, means every unit was written (so no
+        // cut) and the string is well-formed (a lone surrogate takes 3 bytes): isWellFormed() and
+        // a second UTF-8 measure are not paid for the common ASCII string, even when it ends
+        // exactly at `end` (a cache value, whose room is its measured size). A refused string has
+        // been written into the new block by then, like the fields before it: the caller gives it back.
         return (
           this.measure(node, x, path, false, false) +
           `view.setUint32(${at(p)}, v - o, true);\n` +
           `const ${w} = ${x}.length === 0 ? 0 : ${UTF8_WRITE(x, 'v', 'end - v')};\n` +
-          `if (${w} !== ${x}.length || ${w} > end - v - 4) written(${P}, ${x}, ${w}, end - v, end - o);\n` +
+          `if (${w} !== ${x}.length || (${w} > end - v - 4 && !ascii(buf, v, ${w}))) written(${P}, ${x}, ${w}, end - v, end - o);\n` +
           `view.setUint32(${at(p, 4)}, ${w}, true); v += ${w};\n`
         );
       }

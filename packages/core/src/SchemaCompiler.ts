@@ -145,6 +145,13 @@ function overflow(path: string, room: number): never {
   );
 }
 
+/** True when the `n` bytes at `buf[start..]` are all ASCII (see SchemaCodegen's string case). */
+function ascii(buf: Uint8Array, start: number, n: number): boolean {
+  let high = 0;
+  for (let i = start, e = start + n; i < e; i++) high |= buf[i]!;
+  return high < 0x80;
+}
+
 /**
  * The checks of a string the generated encode wrote (`w` bytes into `room`; see SchemaCodegen's
  * string case): refused when ill-formed, or when the write was cut short of the string.
@@ -252,6 +259,7 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
       'illFormed',
       'overflow',
       'written',
+      'ascii',
       'corrupt',
       'mismatch',
       'byteLength',
@@ -270,6 +278,7 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
     illFormed,
     overflow,
     written,
+    ascii,
     corrupt,
     mismatch,
     Buffer.byteLength,

@@ -32,7 +32,7 @@ import {
 } from './EntryFormat';
 import { EVICTION_SAMPLES, EvictionPool } from './Eviction';
 import type { CacheKey } from './KeyCodec';
-import { SlotIndex, TOMBSTONE } from './SlotIndex';
+import { SLOT_BYTES, SlotIndex, TOMBSTONE } from './SlotIndex';
 import { freeTableBlocks, tableBytes } from './TableBlocks';
 import { liveCount, rejuvenate, sweepTable, type RenewedTable } from './TableExpiry';
 import { checkOptionKeys, expiresAtOption, invalidOption, maxAgeOption, priorityOption } from './TableOptions';
@@ -41,6 +41,8 @@ import type { TableMeta } from './TableState';
 import type { GetOptions, PutOptions, PutResult, TableHook, TableStats } from './TableTypes';
 import { walkTable, type WalkedTable } from './TableIteration';
 import { readChecked, UNKNOWN_VERSION, type CheckedTable } from './CheckedRead';
+import { checkedBytes, checkedCapacity, checkedCount, checkedLoadFactor, checkedStats, liveHeader } from './CheckedHeader';
+import { walkChecked } from './CheckedWalk';
 import { detachedSeqWords, seqWordsOf } from './TableSeqlock';
 import { ValueCodec } from './ValueCodec';
 
@@ -97,6 +99,8 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
     this.idx = SlotIndex.open(host.pile, meta.capacity, meta.chunkSlots, meta.chunks as PilePointer[]);
     this.seqWords = seqWordsOf(host.pile, meta.header, meta.name);
     this.checked = host.readonly;
+    // A reader's heap copy of the header keeps this process's own hits and misses (checkedStats).
+    if (this.checked) header[S_HITS] = header[S_MISSES] = 0;
     // A writer that died in the middle of a change of the index left the seqlock odd: its repair is
     // recovery's, and readers must stop waiting.
     if (!host.readonly) clearDeadMark(this.seqWords);
@@ -116,24 +120,26 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    */
   get count(): number {
     this.check();
-    return liveCount(this);
+    return this.checked ? checkedCount(this) : liveCount(this);
   }
 
   /** Slots of the index. @throws PILE_CLOSED */
   get capacity(): number {
     this.check();
-    return this.idx.capacity;
+    return this.checked ? checkedCapacity(this) : this.idx.capacity;
   }
 
   /** count / capacity. @throws PILE_CLOSED */
   get loadFactor(): number {
     this.check();
+    if (this.checked) return checkedLoadFactor(this);
     return this.header[H_COUNT]! / this.idx.capacity;
   }
 
   /** A snapshot of the table's counters (persisted across restarts). @throws PILE_CLOSED */
   get stats(): TableStats {
     this.check();
+    if (this.checked) return checkedStats(this, this.header);
     const s = zeroStats();
     addStats(s, this.header);
     return s;
@@ -155,7 +161,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
   /** Advanced: the sequence number the next stored entry gets (persisted; see {@link TableHook.epoch}). @throws PILE_CLOSED */
   get sequence(): number {
     this.check();
-    return this.header[H_SEQ]!;
+    return (this.checked ? liveHeader(this) : this.header)[H_SEQ]!;
   }
 
   /**
@@ -330,7 +336,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * @throws PILE_CLOSED (also when the cache is closed mid-iteration)
    */
   *keys(): IterableIterator<CacheKey> {
-    for (const e of walkTable(this, false)) yield e[0];
+    for (const e of (this.checked ? walkChecked : walkTable)(this, false)) yield e[0];
   }
 
   /**
@@ -338,7 +344,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT when a value can not be decoded; PILE_CLOSED
    */
   *entries(): IterableIterator<[CacheKey, V]> {
-    for (const e of walkTable(this, true)) yield e as [CacheKey, V];
+    for (const e of (this.checked ? walkChecked : walkTable)(this, true)) yield e as [CacheKey, V];
   }
 
   /**
@@ -349,7 +355,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * @throws PILE_CORRUPT, PILE_SCHEMA_MISMATCH (without onDamaged); PILE_CLOSED
    */
   *checkedEntries(onDamaged?: (key: CacheKey | undefined, err: PileError) => void): IterableIterator<[CacheKey, V]> {
-    for (const e of walkTable(this, true, onDamaged ?? null)) yield e as [CacheKey, V];
+    for (const e of (this.checked ? walkChecked : walkTable)(this, true, onDamaged ?? null)) yield e as [CacheKey, V];
   }
 
   // ----------------------------------------------------------------- internals (used by PileCache)
@@ -373,7 +379,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
   /** @internal Pile bytes of the table: index, header and the payload of each entry record. O(capacity). */
   bytes(): number {
     this.check();
-    return tableBytes(this);
+    return this.checked ? checkedBytes(this, SLOT_BYTES) : tableBytes(this);
   }
 
   /** @internal Frees the index, the header and every entry (dropTable); the table is unusable after. */

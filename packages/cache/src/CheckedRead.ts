@@ -23,7 +23,7 @@ export interface CheckedTable extends TableState {
 }
 
 /** An attempt that met a writer's change: made again. */
-const AGAIN = Symbol('again');
+export const AGAIN = Symbol('again');
 
 /**
  * A get (`wantValue`) or a has of the prepared key, by a process that reads a table another
@@ -43,10 +43,36 @@ const AGAIN = Symbol('again');
  * miss: the entries are between two indexes. Other changes are waited for (ReadRetry: a few
  * immediate attempts, then sleeps; PILE_LOCKED when the seqlock stays odd for 1 s).
  * @throws PILE_LOCKED when the writer died or stopped in the middle of a change of the index
- * @throws PILE_CORRUPT, PILE_SCHEMA_MISMATCH when a value read whole does not decode
+ * @throws PILE_CORRUPT, PILE_SCHEMA_MISMATCH when a value read whole does not decode, or the index
+ *   names a freed record (staleOrDamaged)
  * @throws PILE_CLOSED when the writer dropped the table
  */
 export function readChecked(t: CheckedTable, maxAge: number, wantValue: boolean): unknown {
+  return underTableCheck(t, 'a read', wantValue ? getAttempt : hasAttempt, maxAge, true);
+}
+
+// Functions of the module, not closures: a get allocates nothing for its check.
+const getAttempt = (t: CheckedTable, s: number, maxAge: number): unknown => attempt(t, s, maxAge, true);
+const hasAttempt = (t: CheckedTable, s: number, maxAge: number): unknown => attempt(t, s, maxAge, false);
+
+/**
+ * Runs `once(t, s, arg)` (`s`: the table's seqlock, even, loaded before it) until an attempt returns
+ * something else than {@link AGAIN} and the seqlock has not moved meanwhile; returns what it
+ * returned. An index older than the table version is read again first. While a resize or rehash is
+ * under way, `missDuringResize` answers undefined at once (a get's miss: the entries are between two
+ * indexes), else it is waited for (an iteration step, a count). An error `once` throws while the
+ * seqlock moved is not reported: the attempt is made again. Waits are the core's (ReadRetry); `what`
+ * names the read in its error.
+ * @throws PILE_LOCKED when the writer died or stopped in the middle of a change of the index
+ * @throws PILE_CLOSED when the writer dropped the table; what `once` throws
+ */
+export function underTableCheck<R, A>(
+  t: CheckedTable,
+  what: string,
+  once: (t: CheckedTable, s: number, arg: A) => R | typeof AGAIN,
+  arg: A,
+  missDuringResize = false,
+): R {
   const w = t.seqWords;
   let retry: ReadRetry | undefined;
   for (;;) {
@@ -55,12 +81,67 @@ export function readChecked(t: CheckedTable, maxAge: number, wantValue: boolean)
     const v = w[VERSION_WORD]!;
     if ((s & 1) === 0) {
       if (v === t.idxVersion || reloadIndex(t, s, v)) {
-        const r = attempt(t, s, maxAge, wantValue);
+        let r: R | typeof AGAIN;
+        try {
+          r = once(t, s, arg);
+        } catch (err) {
+          // Read during a change of the index (chunks freed by a rehash read as garbage): not reported.
+          if (Atomics.load(w, SEQ_WORD) === s) throw err;
+          r = AGAIN;
+        }
         if (r !== AGAIN && Atomics.load(w, SEQ_WORD) === s) return r;
       }
-    } else if (v !== t.idxVersion && t.idxVersion !== UNKNOWN_VERSION) return undefined;
-    (retry ??= new ReadRetry()).pause(`a read of cache table '${t.meta.name}'`, w, s);
+    } else if (missDuringResize && v !== t.idxVersion && t.idxVersion !== UNKNOWN_VERSION) return undefined as R;
+    (retry ??= new ReadRetry()).pause(`${what} of cache table '${t.meta.name}'`, w, s);
   }
+}
+
+/**
+ * What a checked read makes of slot `i` naming record `p`, which it found freed
+ * (PILE_STALE_POINTER `err`): {@link AGAIN} when a writer's change can explain it, else the error
+ * to throw. A record freed while the slot still names it and the table's seqlock did not move is
+ * not a change: the writer changes a slot (or shifts it, under the seqlock) before it frees the
+ * record the slot named, so the index itself names a freed record. That is damage, reported at once
+ * (PILE_CORRUPT naming the table, slot and pointer) rather than retried until the back-off gives
+ * up, unless the catalog no longer names the table (dropped: PILE_CLOSED; a drop frees the records
+ * while the index still names them).
+ */
+export function staleOrDamaged(t: CheckedTable, s: number, i: number, p: number, err: Error): typeof AGAIN | PileError {
+  if (Atomics.load(t.seqWords, SEQ_WORD) !== s || t.idx.ptr(i) !== p) return AGAIN;
+  if (t.host.storedIndex(t.meta.id) === undefined) {
+    return new PileError('PILE_CLOSED', `cache table '${t.meta.name}' was dropped by the pile's writer`);
+  }
+  if (Atomics.load(t.seqWords, SEQ_WORD) !== s || t.idx.ptr(i) !== p) return AGAIN;
+  return new PileError(
+    'PILE_CORRUPT',
+    `cache table '${t.meta.name}': slot ${i} of its index names record ${p}, which is not live (${err.message}); the index is damaged (the next writable open repairs it)`,
+  );
+}
+
+/**
+ * After a probe of the prepared key met a freed record: probes again (cold) to find the slot that
+ * names a freed record, and judges it ({@link staleOrDamaged}); AGAIN when none does any more.
+ */
+function staleInProbe(t: CheckedTable, s: number): typeof AGAIN | PileError {
+  const idx = t.idx;
+  const mem = t.host.mem;
+  const hash = t.host.keys.hash;
+  const limit = probeLimit(t, idx.capacity);
+  let i = idx.home(hash);
+  for (let n = 0; n < limit; n++) {
+    const p = idx.ptr(i);
+    if (p === 0) break;
+    if (p > 0 && idx.hash(i) === hash) {
+      try {
+        mem.locate(p);
+      } catch (err) {
+        if (!isPileError(err, 'PILE_STALE_POINTER')) return AGAIN;
+        return staleOrDamaged(t, s, i, p, err);
+      }
+    }
+    if (++i === idx.capacity) i = 0;
+  }
+  return AGAIN;
 }
 
 /** One probe and read; AGAIN when it met a change (the caller checks the table's seqlock too). */
@@ -89,8 +170,14 @@ function attempt(t: CheckedTable, s: number, maxAge: number, wantValue: boolean)
     }
     return mem.settled() ? value : AGAIN;
   } catch (err) {
-    // A record deleted before it was located: the writer changed its slot first, so probe again.
-    if (isPileError(err, 'PILE_STALE_POINTER') || !mem.settled() || Atomics.load(t.seqWords, SEQ_WORD) !== s) return AGAIN;
+    // A record deleted before it was located: the writer changed its slot first, so probe again,
+    // unless the slot still names it (a damaged index).
+    if (isPileError(err, 'PILE_STALE_POINTER')) {
+      const judged = staleInProbe(t, s);
+      if (judged === AGAIN) return AGAIN;
+      throw judged;
+    }
+    if (!mem.settled() || Atomics.load(t.seqWords, SEQ_WORD) !== s) return AGAIN;
     throw err;
   }
 }

@@ -5,7 +5,7 @@ import type { CacheHost, StoredIndex } from './CacheHost';
 import { resolveCacheOptions, type CacheBehaviourOptions, type CacheOptions, type CacheOverPileOptions } from './CacheOptions';
 import { CacheTable } from './CacheTable';
 import { recoverCache } from './CacheRecovery';
-import { H_VERSION, HEADER_VERSION, MAX_TABLE_ID, addStats, zeroStats } from './EntryFormat';
+import { H_VERSION, HEADER_VERSION, MAX_TABLE_ID, STAT_NAMES, zeroStats } from './EntryFormat';
 import { KeyCodec } from './KeyCodec';
 import { freeOrEvict } from './MemoryPressure';
 import { PileMemory } from './PileMemory';
@@ -257,8 +257,9 @@ export class PileCache implements CacheHost {
     const s: CacheStats = { tables: this.byName.size, count: 0, capacity: 0, ...zeroStats() };
     for (const t of this.byName.values()) {
       s.count += t.count;
-      s.capacity += t.idx.capacity;
-      addStats(s, t.header);
+      s.capacity += t.capacity;
+      const ts = t.stats;
+      for (const n of STAT_NAMES) s[n] += ts[n];
     }
     return s;
   }

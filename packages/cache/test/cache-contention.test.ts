@@ -99,4 +99,92 @@ describe('cache tables read by other processes while one writes', function () {
     expect(again.table<string>('kv').has('a')).to.equal(true);
     again.close();
   });
+
+  // Point 6 of issue 17 for the rest of a table's read API: keys(), entries(), count, capacity,
+  // loadFactor, stats, tableBytes, tableInfo and cache.stats of read-only processes beside a writer
+  // that inserts, replaces, evicts under maxMemory, grows, deletes every key (backward shifts and
+  // shrinks) and lets entries expire (fixtures/churn-writer.ts, iteration-reader.ts). With walkTable
+  // in place of the checked walk the readers counted wrong entries and errors (stale pointers) in
+  // every run tried.
+  it('two read-only processes iterate and count with no wrong entry while a writer grows, shrinks and evicts', async () => {
+    const ms = Number(process.env.PILE_CACHE_CONTENTION_MS ?? 4000);
+    openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 }).close();
+    const env = { PILE_DIR: dir, PILE_MS: String(ms) };
+    const writer = child('churn-writer.ts', env);
+    expect(await writer.next()).to.deep.equal({ opened: true });
+    const readers = [1, 2].map(() => child('iteration-reader.ts', env));
+    for (const r of readers) expect(await r.next()).to.deep.equal({ opened: true });
+    for (const r of readers) r.proc.stdin!.write('go\n');
+    writer.proc.stdin!.write('go\n');
+    const written = await writer.next();
+    for (const r of readers) r.proc.stdin!.end();
+    const reports = await Promise.all(readers.map((r) => r.next()));
+    console.log(`      writer: ${JSON.stringify(written)}; readers: ${JSON.stringify(reports)}`);
+    expect(written.grows as number).to.be.at.least(2);
+    expect(written.shrinks as number).to.be.at.least(1);
+    expect(written.evicted as number).to.be.above(0);
+    expect(written.stableKept).to.equal(50);
+    for (const report of reports) {
+      expect(report.walks as number).to.be.above(0);
+      expect(report.entries as number).to.be.above(0);
+      expect({ wrong: report.wrong, errors: report.errors, problems: report.problems }).to.deep.equal({
+        wrong: 0,
+        errors: 0,
+        problems: [],
+      });
+    }
+  });
+
+  it('a reader iterating waits for a live writer that holds the seqlock, and fails at once with PILE_CORRUPT on a damaged index', async () => {
+    const words = (t: unknown): Uint32Array => (t as { seqWords: Uint32Array }).seqWords;
+    const cache = openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 });
+    const t = cache.table<string>('kv');
+    for (let i = 0; i < 100; i++) t.put(`k${i}`, `v${i}`);
+    cache.close();
+
+    // A live writer in the middle of a rehash: the seqlock odd and the version moved, for 300 ms.
+    const holder = child('seqlock-holder.ts', { PILE_DIR: dir, PILE_HOLD_MS: '300' });
+    expect(await holder.next()).to.deep.equal({ holding: true });
+    const reader = openCache({ dir, readonly: true });
+    const rt = reader.table<string>('kv');
+    expect(words(rt)[5]! % 2).to.equal(1);
+    const seen = new Map(rt.entries());
+    expect(words(rt)[5]! % 2).to.equal(0); // the walk waited for the change to end
+    expect(seen.size).to.equal(100);
+    for (const [k, v] of seen) expect(v).to.equal(`v${(k as string).slice(1)}`);
+    expect(rt.count).to.equal(100);
+    expect(await holder.next()).to.deep.equal({ released: true });
+    reader.close();
+
+    // An index that names a freed record (damage, no writer anywhere): PILE_CORRUPT naming the table
+    // and the slot at once, where the reader used to retry 10 s and throw PILE_LOCKED.
+    const w = openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 });
+    const wt = w.table<string>('kv') as unknown as { idx: { capacity: number; ptr(i: number): number } };
+    let slot = 0;
+    while (wt.idx.ptr(slot) <= 0) slot++;
+    const victim = wt.idx.ptr(slot);
+    const pile = (w as unknown as { pile: { delete(p: number): void } }).pile;
+    pile.delete(victim);
+    w.close();
+    const damaged = openCache({ dir, readonly: true });
+    const dt = damaged.table<string>('kv');
+    const corrupt = (e: unknown): boolean => isPileError(e, 'PILE_CORRUPT') && new RegExp(`'kv'.*slot ${slot}`).test((e as Error).message);
+    expect(() => [...dt.keys()])
+      .to.throw()
+      .that.satisfies(corrupt);
+    expect(() => [...dt.entries()])
+      .to.throw()
+      .that.satisfies(corrupt);
+    let failed = 0;
+    for (let i = 0; i < 100; i++) {
+      try {
+        dt.get(`k${i}`);
+      } catch (e) {
+        expect(e).to.satisfy(corrupt);
+        failed++;
+      }
+    }
+    expect(failed).to.equal(1);
+    damaged.close();
+  });
 });

@@ -1,9 +1,8 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
+import { lineChild, writerBesideReaders } from '../../core/test/fixtures/line-child';
 import { isPileError } from '@pile/core';
 import { openCache } from '../src';
 
@@ -19,24 +18,8 @@ import { openCache } from '../src';
 
 const FIXTURES = path.join(__dirname, 'fixtures');
 
-type Line = Record<string, unknown>;
-
-/** A child running `script` with ts-node; `next()` is its next JSON line on stdout. */
-function child(script: string, env: Record<string, string>): { proc: ChildProcess; next: () => Promise<Line> } {
-  const proc = spawn(process.execPath, ['-r', 'ts-node/register/transpile-only', path.join(FIXTURES, script)], {
-    env: { ...process.env, ...env },
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  const lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
-  return {
-    proc,
-    next: async () => {
-      const r = await lines.next();
-      if (r.done === true) throw new Error(`${script} ended without reporting`);
-      return JSON.parse(r.value as string) as Line;
-    },
-  };
-}
+/** A child running `script` (in fixtures/) with ts-node; `next()` is its next JSON line on stdout. */
+const child = (script: string, env: Record<string, string>): ReturnType<typeof lineChild> => lineChild(path.join(FIXTURES, script), env);
 
 describe('cache tables read by other processes while one writes', function () {
   let dir: string;
@@ -109,17 +92,12 @@ describe('cache tables read by other processes while one writes', function () {
   it('two read-only processes iterate and count with no wrong entry while a writer grows, shrinks and evicts', async () => {
     const ms = Number(process.env.PILE_CACHE_CONTENTION_MS ?? 4000);
     openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 }).close();
-    const env = { PILE_DIR: dir, PILE_MS: String(ms) };
-    const writer = child('churn-writer.ts', env);
-    expect(await writer.next()).to.deep.equal({ opened: true });
-    const readers = [1, 2].map(() => child('iteration-reader.ts', env));
-    for (const r of readers) expect(await r.next()).to.deep.equal({ opened: true });
-    for (const r of readers) r.proc.stdin!.write('go\n');
-    writer.proc.stdin!.write('go\n');
-    const written = await writer.next();
-    for (const r of readers) r.proc.stdin!.end();
-    const reports = await Promise.all(readers.map((r) => r.next()));
-    console.log(`      writer: ${JSON.stringify(written)}; readers: ${JSON.stringify(reports)}`);
+    const { written, reports } = await writerBesideReaders(
+      path.join(FIXTURES, 'churn-writer.ts'),
+      path.join(FIXTURES, 'iteration-reader.ts'),
+      2,
+      { PILE_DIR: dir, PILE_MS: String(ms) },
+    );
     expect(written.grows as number).to.be.at.least(2);
     expect(written.shrinks as number).to.be.at.least(1);
     expect(written.evicted as number).to.be.above(0);

@@ -42,7 +42,7 @@ import { PointerFormat, SEGMENT_DIV } from './PointerFormat';
 import { ReadState, closedError } from './ReadState';
 import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
-import { addSegment, mapNewSegments } from './SegmentTable';
+import { addSegment, mapNewSegments, replacedSegment } from './SegmentTable';
 import { ValueEncoding } from './ValueEncoding';
 import { checkBeforeWrite, corruptError } from './Verify';
 
@@ -549,7 +549,7 @@ export abstract class RecordStore extends ReadState {
     if ((genOf(w) & fmt.tagMask) !== tag || stateOf(w) !== STATE_USED) {
       if (stateOf(w) === STATE_DAMAGED && (genOf(w) & fmt.tagMask) === tag)
         throw corruptError(seg, off, 'a record that recovery found damaged and left in place');
-      return false;
+      return replacedSegment(this, seg) && this.tryResolve(ptr, follow);
     }
     const size = u32[h]!;
     const kind = kindOf(w);

@@ -108,6 +108,8 @@ export class Segment {
   mapped = false;
   /** The memory under the views; unmapped by release(). */
   private mapping: Mapping | undefined;
+  /** Inode of the file mapped (0 until mapped from a file): tells a file made again at this index (remade()). */
+  private ino = 0;
 
   private constructor(
     readonly index: number,
@@ -118,6 +120,20 @@ export class Segment {
     mapping: Mapping | undefined,
   ) {
     if (mapping !== undefined) this.attach(mapping);
+  }
+
+  /**
+   * Whether the file at this segment's path is another file than the one mapped: `compact()` in
+   * another process released the segment (deleting its file) and a process made it again. A
+   * system call (stat): for the path of a read that found no live record, never for a hit.
+   */
+  remade(): boolean {
+    if (this.ino === 0) return false;
+    try {
+      return fs.statSync(this.file!).ino !== this.ino;
+    } catch {
+      return false; // released and not made again: the pointer is stale
+    }
   }
 
   /**
@@ -360,6 +376,7 @@ export class Segment {
       if (st.size !== this.size) {
         throw new PileError('PILE_CORRUPT', `segment file ${file} is ${st.size} bytes, expected ${this.size} (truncated or damaged)`);
       }
+      this.ino = st.ino;
       try {
         return new native.Mapping(fd, length, offset, !this.readonlyMap, file);
       } catch (err) {

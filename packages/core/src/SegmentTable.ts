@@ -63,3 +63,24 @@ export function mapNewSegments(host: SegmentHost, upTo: number): Segment | undef
   }
   return segments[upTo];
 }
+
+/**
+ * After a read found no live record in `seg`: whether `seg` was replaced by the segment another
+ * process made again at its index after `compact()` released it there (docs/concurrency.md), so
+ * that the read is made again in the new one instead of raising a false PILE_STALE_POINTER. A
+ * read-only open compares the file at the segment's path with the one it mapped (a stat) and maps
+ * the new one; a writer takes up what was published (`host.follow()`: the segments whose incarnation in
+ * pile.coord moved are mapped again), which costs one atomic load when nothing moved.
+ */
+export function replacedSegment(host: SegmentHost & { readonly readonly: boolean; follow(): void }, seg: Segment): boolean {
+  if (host.dir === undefined) return false;
+  const i = seg.index;
+  if (!host.readonly) {
+    host.follow();
+    return host.segments[i] !== seg && host.segments[i] !== undefined;
+  }
+  if (host.segments[i] !== seg || !seg.remade()) return false;
+  host.segments[i] = Segment.open(host.dir, i, host.segmentSize, host.pileId, true);
+  seg.release();
+  return true;
+}

@@ -82,12 +82,12 @@ export function* traverseGraph(
       pending.pop();
       if (visited.has(p)) continue;
     }
-    if (raw.state.epoch !== epoch && !raw.pile.has(p)) continue;
+    if (raw.changedSince(epoch) && !raw.pile.has(p)) continue;
     if (!bfs) visited.add(p);
     yield { node: p, depth };
     if (depth >= maxDepth) continue;
     raw.open();
-    if (raw.state.epoch !== epoch && !raw.pile.has(p)) continue;
+    if (raw.changedSince(epoch) && !raw.pile.has(p)) continue;
     walk.expand(p, depth + 1);
   }
 }
@@ -106,29 +106,48 @@ class Frontier {
 
   /** Pushes the unvisited neighbors of `p` at `depth`. */
   expand(p: PilePointer, depth: number): void {
+    if (this.raw.checked) {
+      // Read at one moment (RawStructure.reread), pushed after: a read made again pushes nothing twice.
+      const got: number[] = [];
+      this.raw.reread(() => {
+        got.length = 0;
+        // Removed by the writer since it was checked: it has no edges to follow.
+        if (this.raw.pile.has(p)) this.read(p, (k) => got.push(k));
+      });
+      for (const k of got) this.push(k, depth);
+      return;
+    }
+    this.read(p, (k) => this.push(k, depth));
+  }
+
+  /** Calls `visit` with each neighbor of `p` in the direction (a node both ways: once a table). */
+  private read(p: PilePointer, visit: (k: number) => void): void {
     const m = this.raw.mem;
     const n = this.raw.node(p);
     const out = m.f64[n + N_OUT]!;
     const inn = m.f64[n + N_IN]!;
-    if (this.direction !== 'in' && out !== 0) this.pushTable(out as PilePointer, OUT_WIDTH, depth);
-    if (this.direction !== 'out' && inn !== 0) this.pushTable(inn as PilePointer, IN_WIDTH, depth);
+    if (this.direction !== 'in' && out !== 0) this.readTable(out as PilePointer, OUT_WIDTH, visit);
+    if (this.direction !== 'out' && inn !== 0) this.readTable(inn as PilePointer, IN_WIDTH, visit);
     m.release();
   }
 
-  private pushTable(block: PilePointer, width: number, depth: number): void {
+  private readTable(block: PilePointer, width: number, visit: (k: number) => void): void {
     const m = this.raw.mem;
     const b = m.at(this.raw.pile, block, A_SLOTS);
     const f = m.f64;
     const cap = capacityOf(m.words, width);
-    const visited = this.visited;
     for (let i = 0, at = b + A_SLOTS; i < cap; i++, at += width) {
       const k = f[at]!;
-      if (k <= 0) continue;
-      if (this.markOnPush) {
-        if (visited.add(k)) this.pending.push(k, depth);
-      } else if (!visited.has(k)) {
-        this.pending.push(k, depth);
-      }
+      if (k > 0) visit(k);
+    }
+  }
+
+  /** Pushes neighbor `k` at `depth` unless visited. */
+  private push(k: number, depth: number): void {
+    if (this.markOnPush) {
+      if (this.visited.add(k)) this.pending.push(k, depth);
+    } else if (!this.visited.has(k)) {
+      this.pending.push(k, depth);
     }
   }
 }

@@ -26,6 +26,7 @@ import {
   TAG_GRAPH,
   TAG_NODE,
 } from './RawLayout';
+import { openSync } from './GraphSync';
 import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { ValueStore, checkName, checkOptions, checkSchemaOption } from './ValueStore';
 
@@ -61,7 +62,14 @@ export class PileGraph<N, E = undefined> {
     private readonly nodeValues: ValueStore<N>,
     private readonly edgeValues: ValueStore<E>,
   ) {
-    this.raw = new RawStructure(pile, name, header, GRAPH, () => repairGraph(this.raw, this.tables));
+    this.raw = new RawStructure(
+      pile,
+      name,
+      header,
+      GRAPH,
+      () => repairGraph(this.raw, this.tables),
+      () => openSync(pile, name),
+    );
     this.tables = new NodeTables(this.raw);
   }
 
@@ -93,12 +101,12 @@ export class PileGraph<N, E = undefined> {
 
   /** Nodes in the graph. @throws PILE_CLOSED */
   get nodeCount(): number {
-    return this.raw.headerWord(G_NODES);
+    return this.raw.readHeaderWord(G_NODES);
   }
 
   /** Edges in the graph. @throws PILE_CLOSED */
   get edgeCount(): number {
-    return this.raw.headerWord(G_EDGES);
+    return this.raw.readHeaderWord(G_EDGES);
   }
 
   // ------------------------------------------------------------------ nodes
@@ -143,6 +151,10 @@ export class PileGraph<N, E = undefined> {
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT, PILE_CLOSED
    */
   getNode(id: PilePointer): N {
+    return this.raw.checked ? this.raw.reread(() => this.getNodeOnce(id)) : this.getNodeOnce(id);
+  }
+
+  private getNodeOnce(id: PilePointer): N {
     const n = this.raw.node(id);
     const dataPtr = this.raw.mem.f64[n + N_DATA]! as PilePointer;
     this.raw.mem.release();
@@ -167,6 +179,10 @@ export class PileGraph<N, E = undefined> {
    * @throws PILE_CLOSED
    */
   hasNode(id: PilePointer): boolean {
+    return this.raw.checked ? this.raw.reread(() => this.hasNodeOnce(id)) : this.hasNodeOnce(id);
+  }
+
+  private hasNodeOnce(id: PilePointer): boolean {
     this.raw.open();
     if (typeof id !== 'number' || !this.pile.has(id)) return false;
     try {
@@ -312,6 +328,7 @@ export class PileGraph<N, E = undefined> {
    * @throws PILE_CLOSED
    */
   hasEdge(from: PilePointer, to: PilePointer): boolean {
+    if (this.raw.checked) return this.raw.reread(() => this.edgeSlot(from, to) >= 0);
     return this.edgeSlot(from, to) >= 0 ? this.raw.done(true) : this.raw.done(false);
   }
 
@@ -321,6 +338,10 @@ export class PileGraph<N, E = undefined> {
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT, PILE_CLOSED
    */
   edge(from: PilePointer, to: PilePointer): E | undefined {
+    return this.raw.checked ? this.raw.reread(() => this.edgeOnce(from, to)) : this.edgeOnce(from, to);
+  }
+
+  private edgeOnce(from: PilePointer, to: PilePointer): E | undefined {
     const at = this.edgeSlot(from, to);
     if (at < 0) return this.raw.done(undefined);
     const dataPtr = this.raw.mem.f64[at + 1]!;
@@ -335,6 +356,10 @@ export class PileGraph<N, E = undefined> {
    */
   degree(id: PilePointer, direction: Direction = 'out'): number {
     checkDirection(direction);
+    return this.raw.checked ? this.raw.reread(() => this.degreeOnce(id, direction)) : this.degreeOnce(id, direction);
+  }
+
+  private degreeOnce(id: PilePointer, direction: Direction): number {
     const n = this.raw.node(id);
     const f = this.raw.mem.f64;
     const out = f[n + N_OUT]!;
@@ -354,6 +379,12 @@ export class PileGraph<N, E = undefined> {
    */
   neighbors(id: PilePointer, direction: Direction = 'out'): IterableIterator<PilePointer> {
     checkDirection(direction);
+    const [list, count] = this.raw.checked ? this.raw.reread(() => this.adjacency(id, direction)) : this.adjacency(id, direction);
+    return this.iterateList(list, count);
+  }
+
+  /** Node `id`'s neighbors in `direction`, each once, copied: the list and how many it holds. */
+  private adjacency(id: PilePointer, direction: Direction): [Float64Array, number] {
     const n = this.raw.node(id);
     const f = this.raw.mem.f64;
     const out = f[n + N_OUT]!;
@@ -382,14 +413,14 @@ export class PileGraph<N, E = undefined> {
       });
     }
     m.release();
-    return this.iterateList(list, count);
+    return [list, count];
   }
 
   private *iterateList(list: Float64Array, count: number): IterableIterator<PilePointer> {
     const epoch = this.raw.state.epoch;
     for (let i = 0; i < count; i++) {
       const p = list[i]! as PilePointer;
-      if (this.raw.state.epoch !== epoch && !this.pile.has(p)) continue;
+      if (this.raw.changedSince(epoch) && !this.pile.has(p)) continue;
       yield p;
     }
   }
@@ -407,8 +438,8 @@ export class PileGraph<N, E = undefined> {
    */
   traverse(start: PilePointer, options: TraverseOptions = {}): IterableIterator<TraversalStep> {
     const { order, direction, maxDepth } = traverseOptions(options);
-    this.raw.node(start);
-    this.raw.mem.release();
+    if (this.raw.checked) this.raw.reread(() => this.raw.node(start));
+    else this.raw.done(this.raw.node(start));
     return traverseGraph(this.raw, start, order, direction, maxDepth);
   }
 

@@ -1,4 +1,16 @@
-import { PileError, isPileError, type Pile, type PilePointer, encodeGuard, reentrantError } from '@pile/core';
+import {
+  PileError,
+  ReadRetry,
+  SEQ_WORD,
+  beginChange,
+  clearDeadMark,
+  isPileError,
+  type Pile,
+  type PilePointer,
+  encodeGuard,
+  reentrantError,
+} from '@pile/core';
+import { PointerSet } from './PointerSet';
 import { RawMemory } from './RawMemory';
 import { B_MAGIC, B_OWNER, H_DIRTY, H_INTENT, H_MAGIC, H_OP, H_VERSION, LAYOUT_VERSION, OP_NONE } from './RawLayout';
 import { sharedState, type SharedState } from './Shared';
@@ -84,6 +96,13 @@ export function openHeader(pile: Pile, name: string, kind: RawKind): PilePointer
 export class RawStructure {
   /** The one RawMemory of the handle: read its f64 right after the call that resolved a block. */
   readonly mem = new RawMemory();
+  /**
+   * True when the one writer of the structure is another open (this one is read-only) and the
+   * structure has a seqlock: every read goes through {@link reread}.
+   */
+  readonly checked: boolean;
+  /** The graph's seqlock words (GraphSync); undefined for a list, or a graph no writer of this version opened. */
+  private readonly sync: Uint32Array | undefined;
   readonly state: SharedState;
 
   constructor(
@@ -93,8 +112,16 @@ export class RawStructure {
     readonly kind: RawKind,
     /** The structure's own repair, run by {@link writable} and {@link recoverIfNeeded}. */
     private readonly repair: () => void,
+    /**
+     * Opens the seqlock of a graph (GraphSync): a read-only open that finds one checks its reads; a
+     * writable open makes it, once it is known to be the one writer (after claimStructures).
+     */
+    openSync?: () => Uint32Array | undefined,
   ) {
-    pile.claimStructures(`${kind.noun} '${name}'`);
+    const found = pile.readonly ? openSync?.() : undefined;
+    this.checked = found !== undefined;
+    pile.claimStructures(`${kind.noun} '${name}'`, this.checked);
+    this.sync = pile.readonly ? found : openSync?.();
     this.state = sharedState(pile, `${kind.noun}:${name}`);
   }
 
@@ -142,6 +169,11 @@ export class RawStructure {
     const v = this.mem.f64[h + word]!;
     this.mem.release();
     return v;
+  }
+
+  /** {@link headerWord} for a reader: checked (reread) in a checked structure. */
+  readHeaderWord(word: number): number {
+    return this.checked ? this.reread(() => this.headerWord(word)) : this.headerWord(word);
   }
 
   setHeaderWord(word: number, value: number): void {
@@ -222,12 +254,16 @@ export class RawStructure {
     // The op last: a kill before it leaves the mark with no (or an older) op, which repair handles alike.
     f[h + H_OP] = op;
     this.state.epoch++;
+    // Readers in other processes wait from here to endAt (GraphSync); a begin inside an operation
+    // already begun leaves the mark as it is.
+    if (this.sync !== undefined) beginChange(this.sync);
   }
 
   /** {@link end} with the header already resolved (`f`, `h`). */
   endAt(f: Float64Array, h: number): void {
     f[h + H_OP] = OP_NONE;
     f[h + H_DIRTY] = 0;
+    if (this.sync !== undefined) clearDeadMark(this.sync);
   }
 
   end(): void {
@@ -245,6 +281,7 @@ export class RawStructure {
    * @throws PILE_STALE_POINTER when both the node just yielded and its successor were removed meanwhile
    */
   *walk<T>(start: number, link: number, valueWord: number, out: (word: number) => T): IterableIterator<T> {
+    if (this.checked) return yield* this.walkChecked(start, link, valueWord, out);
     const m = this.mem;
     let cur = this.headerWord(start);
     while (cur !== 0) {
@@ -272,6 +309,37 @@ export class RawStructure {
   }
 
   /**
+   * {@link walk} of a checked reader: each step reads the node's successor and value at one moment
+   * (reread). A node removed by the writer after the walk reached it and before its step ends the
+   * chain there: the walk starts again from the head and skips the nodes it yielded, so it yields
+   * every node present for the whole walk once, and never a node twice.
+   */
+  private *walkChecked<T>(start: number, link: number, valueWord: number, out: (word: number) => T): IterableIterator<T> {
+    const seen = new PointerSet();
+    const head = (): number => {
+      const h = this.hdr();
+      return this.mem.f64[h + start]!;
+    };
+    let cur = this.reread(head);
+    while (cur !== 0) {
+      const at = cur;
+      const step = this.reread(() => {
+        if (!this.pile.has(at as PilePointer)) return undefined;
+        const n = this.node(at as PilePointer);
+        const f = this.mem.f64;
+        return [f[n + link]!, valueWord < 0 ? at : f[n + valueWord]!];
+      });
+      if (step === undefined) {
+        cur = this.reread(head);
+        continue;
+      }
+      if (seen.add(at)) yield out(step[1]!);
+      this.open();
+      cur = step[0]!;
+    }
+  }
+
+  /**
    * Starts a repair: reads the intent and tells live iterators that what they prefetched may be gone.
    */
   startRepair(): Intent {
@@ -285,7 +353,47 @@ export class RawStructure {
     };
     this.mem.release();
     this.state.epoch++;
+    if (this.sync !== undefined) beginChange(this.sync);
     return intent;
+  }
+
+  /**
+   * Whether nodes met since `epoch` may have been removed: always for a checked reader, whose
+   * writer (another process) moves no epoch of this one.
+   */
+  changedSince(epoch: number): boolean {
+    return this.checked || this.state.epoch !== epoch;
+  }
+
+  /**
+   * Runs the read `once` of a checked structure until it meets no write operation of the writer:
+   * the seqlock (GraphSync) even before it and unmoved after it; an error it raised is reported only
+   * when the seqlock did not move, so a read never returns a half-made operation's state nor a false
+   * PILE_STALE_POINTER. Waits are the core's (ReadRetry).
+   * @throws PILE_LOCKED when the writer died or stopped in the middle of an operation (1 s), or
+   *   reads kept meeting operations for 10 s; what `once` throws
+   */
+  reread<T>(once: () => T): T {
+    const w = this.sync!;
+    let retry: ReadRetry | undefined;
+    for (;;) {
+      // A plain load before, Atomics.load after: the order argument of the core's checked reads.
+      const s = w[SEQ_WORD]!;
+      if ((s & 1) === 0) {
+        let value: T | undefined;
+        let failed = false;
+        try {
+          value = once();
+        } catch (err) {
+          if (Atomics.load(w, SEQ_WORD) === s) throw err;
+          failed = true;
+        } finally {
+          this.mem.release();
+        }
+        if (!failed && Atomics.load(w, SEQ_WORD) === s) return value as T;
+      }
+      (retry ??= new ReadRetry()).pause(`a read of ${this.kind.noun} '${this.name}'`, w, s);
+    }
   }
 
   /**

@@ -1,4 +1,5 @@
-import { PileError, ReadRetry, SEQ_WORD, isPileError, type PilePointer } from '@pile/core';
+import { PileError, ReadRetry, isPileError, type PilePointer } from '@pile/core';
+import { SEQ_WORD } from './CoreBindings';
 import { underTableCheck, type CheckedTable } from './CheckedRead';
 import { H_COUNT, H_EXPIRING, HEADER_WORDS, S_HITS, S_MISSES, addStats, zeroStats } from './EntryFormat';
 import type { SlotIndex } from './SlotIndex';

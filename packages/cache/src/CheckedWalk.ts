@@ -1,4 +1,5 @@
-import { PileError, RAW_PREFIX, SEQ_WORD, isPileError } from '@pile/core';
+import { PileError, isPileError } from '@pile/core';
+import { RAW_PREFIX, SEQ_WORD } from './CoreBindings';
 import { E_EXPIRES, E_HASH, E_KEY, E_KEY_TYPE, E_VALUE_KIND, keyLength, valueLength, valueOffset } from './EntryFormat';
 import { AGAIN, staleOrDamaged, underTableCheck, type CheckedTable } from './CheckedRead';
 import { decodeKey, type CacheKey } from './KeyCodec';

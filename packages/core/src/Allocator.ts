@@ -19,6 +19,8 @@ import { R_ALLOC, R_SPAN, ROW } from './SegmentRows';
 
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
 export const NUM_CLASSES = 212;
+/** A segment row holds a list head per class before its counters (SegmentRows.ts): checked once, when this module loads. */
+if (R_ALLOC !== NUM_CLASSES) throw new Error('segment rows do not hold one list head per size class');
 const FIT_SCAN_LIMIT = 16;
 /** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
 const POPULATE_CHUNK = 1 << 20;

@@ -4,9 +4,7 @@
 // a checkpoint saves the rows of the segments written since the one before, and recovery takes
 // every other segment's row from pile.meta and rebuilds the written ones by walking them alone.
 
-/** Size classes (Allocator's sizeClass): the first slots of a row are their list heads. */
-export const ROW_CLASSES = 212;
-/** Bytes of its blocks in use or reserved. */
+/** Bytes of its blocks in use or reserved; the slots before it are the list heads of the size classes (Allocator checks that they fit). */
 export const R_ALLOC = 212;
 /** Bytes of its blocks walked (used, reserved and free): its free bytes are R_SPAN - R_ALLOC. */
 export const R_SPAN = 213;

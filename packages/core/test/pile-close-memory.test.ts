@@ -25,6 +25,19 @@ function readIf(file: string): string | undefined {
   }
 }
 
+/**
+ * Bytes of this process's mappings that asked for transparent huge pages (VmFlags `hg`, set by
+ * MADV_HUGEPAGE), whether or not the kernel has backed them yet (Linux).
+ */
+function askedHugeBytes(): number {
+  let total = 0;
+  for (const block of (readIf('/proc/self/smaps') ?? '').split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+    if (!/^VmFlags:.*\bhg\b/m.test(block)) continue;
+    total += Number(/^Size:\s+(\d+) kB/m.exec(block)?.[1] ?? 0) * 1024;
+  }
+  return total;
+}
+
 /** Anonymous memory of this process backed by transparent huge pages, in bytes (Linux). */
 function hugeBytes(): number {
   return Number(/^AnonHugePages:\s+(\d+) kB/m.exec(readIf('/proc/self/smaps_rollup') ?? '')?.[1] ?? NaN) * 1024;
@@ -68,23 +81,31 @@ describe('closing a pile returns its memory', function () {
     expect(open - rss().anon).to.be.greaterThan(64 * MiB);
   });
 
-  it('in memory: a segment past its first 2 MiB is backed by huge pages where the kernel gives them on request, and returns them at close', function () {
+  it('in memory: a segment asks for huge pages past its first 2 MiB, gets them where the kernel has them, and returns them at close', function () {
     // THP mode `madvise` (Linux's default, and this machine's) gives huge pages only to ranges that
     // ask (MADV_HUGEPAGE, see Segment.inMemory); `never`, or no THP at all, gives none to anyone.
     const mode = /\[(\w+)\]/.exec(readIf('/sys/kernel/mm/transparent_hugepage/enabled') ?? '')?.[1];
     if ((mode !== 'madvise' && mode !== 'always') || readIf('/proc/self/smaps_rollup') === undefined) this.skip();
+    const askedBefore = askedHugeBytes();
     const small = openPile({ segmentSize: 16 * MiB });
     const before = hugeBytes();
     // Less than the first chunk that the writer populates ahead: only 4 KiB pages.
     small.put(Buffer.alloc(512 * 1024, 1));
     expect(hugeBytes() - before).to.equal(0);
+    // The request: the segment's range past its first 2 MiB, made when the segment is made.
+    expect(askedHugeBytes() - askedBefore).to.equal(14 * MiB);
     small.close();
+    expect(askedHugeBytes()).to.equal(askedBefore);
     const pile = openPile({ segmentSize: 16 * MiB });
     fill(pile, 12 * MiB);
     const open = hugeBytes();
-    expect(open - before).to.be.at.least(4 * MiB);
+    expect(askedHugeBytes() - askedBefore).to.equal(14 * MiB);
     pile.close();
-    expect(open - hugeBytes()).to.be.at.least(4 * MiB);
+    expect(askedHugeBytes()).to.equal(askedBefore);
+    // Whether the kernel backs the asked range with huge pages depends on free 2 MiB runs of
+    // physical memory at that moment (a fragmented host gives none, and CI has seen that); when
+    // it did, close returns them with the rest.
+    if (open - before >= 4 * MiB) expect(open - hugeBytes()).to.be.at.least(4 * MiB);
   });
 
   it('compact() unmaps the segments it releases', () => {

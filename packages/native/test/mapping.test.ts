@@ -190,7 +190,18 @@ describe('native mappings', () => {
       return;
     }
     expect(native.ADVICE.HUGEPAGE).to.equal(14);
+    // The advice shows as VmFlags `hg` on the range. Whether the kernel then backs it with 2 MiB
+    // pages depends on free 2 MiB runs of physical memory at that moment, which a fragmented host
+    // lacks: that is the kernel's, not asserted here.
+    const asked = (): number => {
+      let total = 0;
+      for (const block of fs.readFileSync('/proc/self/smaps', 'utf8').split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+        if (/^VmFlags:.*\bhg\b/m.test(block)) total += Number(/^Size:\s+(\d+) kB/m.exec(block)?.[1] ?? 0) * 1024;
+      }
+      return total;
+    };
     const m = new native.Mapping(-1, 8 * MiB, 0, true);
+    const before = asked();
     try {
       m.advise(0, 8 * MiB, native.ADVICE.HUGEPAGE);
     } catch (err) {
@@ -198,13 +209,8 @@ describe('native mappings', () => {
       expect(err).to.have.property('code', 'EINVAL');
       this.skip();
     }
-    // Where the kernel gives huge pages on request (THP mode `madvise`, Linux's default, or `always`),
-    // writing the range faults in 2 MiB pages.
-    const mode = /\[(\w+)\]/.exec(fs.readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8'))?.[1];
-    const huge = (): number => Number(/^AnonHugePages:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/smaps_rollup', 'utf8'))![1]) * 1024;
-    const before = huge();
+    expect(asked() - before).to.equal(8 * MiB);
     m.buffer.fill(1);
-    if (mode === 'madvise' || mode === 'always') expect(huge() - before).to.be.at.least(2 * MiB);
     m.unmap();
   });
 

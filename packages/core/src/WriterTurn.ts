@@ -25,12 +25,39 @@ const NAP = new Int32Array(new SharedArrayBuffer(4));
 /** How long a thread that handed the turn over lets the waiters take it before it competes again. */
 const HAND_OVER_MS = 2;
 
-/** Turns this thread holds between writes: released when the thread exits normally (process.exit() included). */
-const heldTurns = new Set<WriterTurn>();
+/**
+ * The turns taken in this event-loop turn, released together at its end by one Immediate
+ * (releaseTurnsTaken). A list kept by index and one callback scheduled at most once per event-loop
+ * turn: no Immediate per pile, and no Set whose delete shrinks its table (a runtime call) each time
+ * a turn is released. A turn held is always listed here until it is released (or left held inside
+ * a write, which no event-loop turn ends), so the exit hook finds it here too.
+ */
+const taken: (WriterTurn | undefined)[] = [];
+let takenCount = 0;
+let endScheduled = false;
 let exitHooked = false;
 
+function releaseTurnsTaken(): void {
+  endScheduled = false;
+  const n = takenCount;
+  takenCount = 0;
+  for (let i = 0; i < n; i++) {
+    const turn = taken[i]!;
+    taken[i] = undefined;
+    turn.listed = false;
+    if (turn.depth !== 0 || !turn.held) continue;
+    try {
+      turn.release();
+    } catch {
+      // pile.meta or pile.coord could not be written: the mutex is unlocked all the same (see
+      // release()); the next write's release reports the error.
+    }
+  }
+}
+
 function releaseAtExit(): void {
-  for (const turn of heldTurns) {
+  for (let i = 0; i < takenCount; i++) {
+    const turn = taken[i]!;
     try {
       if (turn.depth === 0) turn.release();
     } catch {
@@ -60,22 +87,11 @@ export class WriterTurn {
   held = false;
   /** The write sequence as this process last saw or made it. */
   private seen: number;
-  /** A release at the end of this event-loop turn is scheduled. */
-  private scheduled = false;
+  /** Listed for the release at the end of this event-loop turn (releaseTurnsTaken). */
+  listed = false;
   /** The last release was for a waiter: the next take lets it go first (see lock()). */
   private handedOver = false;
   private readonly u32: Uint32Array;
-  private readonly releaseLater = (): void => {
-    this.scheduled = false;
-    if (this.depth !== 0 || !this.held) return;
-    try {
-      this.release();
-    } catch {
-      // pile.meta or pile.coord could not be written: the turn stays held (repair is the next
-      // holder's if this process dies); the next write's release reports the error.
-    }
-  };
-
   constructor(
     private readonly coord: CoordFile,
     private readonly host: TurnHost,
@@ -141,11 +157,12 @@ export class WriterTurn {
   release(): void {
     if (!this.held || this.depth !== 0) return;
     this.held = false;
-    heldTurns.delete(this);
+    const u32 = this.u32;
     try {
       this.host.publish();
-      Atomics.store(this.u32, VALID, 1);
-      this.seen = Atomics.add(this.u32, SEQ, 1) + 1;
+      // Only the holder writes STATE_VALID: 0 only after a repair that this release publishes.
+      if (u32[VALID] !== 1) Atomics.store(u32, VALID, 1);
+      this.seen = Atomics.add(u32, SEQ, 1) + 1;
     } finally {
       this.coord.mutex!.unlock();
     }
@@ -165,7 +182,6 @@ export class WriterTurn {
       return;
     }
     this.held = false;
-    heldTurns.delete(this);
     this.coord.mutex!.unlock();
   }
 
@@ -174,7 +190,6 @@ export class WriterTurn {
     this.depth = 0;
     if (!this.held) return;
     this.held = false;
-    heldTurns.delete(this);
     try {
       this.coord.mutex!.unlock();
     } catch {
@@ -217,14 +232,16 @@ export class WriterTurn {
 
   private hold(): void {
     this.held = true;
-    heldTurns.add(this);
-    if (!exitHooked) {
-      exitHooked = true;
-      process.on('exit', releaseAtExit);
-    }
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(this.releaseLater);
+    if (this.listed) return;
+    this.listed = true;
+    taken[takenCount++] = this;
+    if (!endScheduled) {
+      endScheduled = true;
+      if (!exitHooked) {
+        exitHooked = true;
+        process.on('exit', releaseAtExit);
+      }
+      setImmediate(releaseTurnsTaken);
     }
   }
 

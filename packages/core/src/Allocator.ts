@@ -15,7 +15,7 @@ import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
 import type { PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
-import { R_ALLOC, R_SPAN, ROW } from './SegmentRows';
+import { R_ALLOC, R_SPAN, ROW, foldTail } from './SegmentRows';
 
 /** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
 export const NUM_CLASSES = 212;
@@ -45,8 +45,8 @@ export function sizeClass(size: number): number {
  * Block allocator over a list of segments. Free blocks form doubly linked lists by segment and size
  * class, threaded through the free blocks themselves (addresses as float64 at +16/+24), so
  * the allocator holds no per-block JS objects. An address is `segment * segmentSize + offset`.
- * Each segment's list heads and counters form its row (SegmentRows.ts), which a checkpoint saves
- * and recovery restores segment by segment; the pile's counters below are their sums.
+ * Each segment's list heads and counters form its row (SegmentRows.ts), which a checkpoint saves and recovery restores
+ * segment by segment; the pile's counters below are their sums (the tail's segment's with its pend* counters).
  *
  * Generations: a new block gets the generation of the free block it was cut from plus one,
  * and merged free blocks keep the larger generation. So a block ever created at a given
@@ -69,6 +69,11 @@ export class Allocator {
   ckptSeq = 0;
   /** Gives pile.coord's rows of segments 0..count-1 disk space (SharedState sets it). */
   onRows: (count: number) => void = () => {};
+  /** @internal The tail segment's counters not yet in its row: an append touches no row (SegmentRows' foldTail). */
+  pendSeg = -1;
+  pendAlloc = 0;
+  pendUtil = 0;
+  pendObj = 0;
   allocatedBytes = 0;
   freeBytes = 0;
   utilizedBytes = 0;
@@ -84,14 +89,13 @@ export class Allocator {
   tailEnd = 0;
   tailGen = 0;
   /**
-   * @internal Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address;
-   * the next chunk is asked for once the tail passes populateMark: one to two chunks of ready pages
-   * before the tail. 0 (after open, rebuild or a new segment): not armed; the first cut arms it a
-   * chunk on, so a pile that writes less than a chunk commits no memory ahead of what it wrote.
+   * @internal Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address; the next chunk
+   * is asked for once the tail passes populateMark: one to two chunks of ready pages before the tail. 0 (after open,
+   * rebuild or a new segment): not armed; the first cut arms it a chunk on, so a pile that writes less than a chunk
+   * commits no memory ahead of what it wrote.
    */
   populatedTo = 0;
-  /** @internal */
-  populateMark = 0;
+  /** @internal */ populateMark = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
   /**
@@ -118,8 +122,7 @@ export class Allocator {
   marks: Uint8Array<ArrayBufferLike> = new Uint8Array(MAX_SEGMENTS);
   /** @internal The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
   ckptTailSeg = -1;
-  /** @internal */
-  ckptTailOff = 0;
+  /** @internal */ ckptTailOff = 0;
   /** @internal Segments at the last checkpoint; later ones are scanned whole by recovery and need no mark. */
   ckptSegCount = 0;
   /** Block bytes cut since the last checkpoint (the pile checkpoints once this passes checkpointBytes). */
@@ -299,6 +302,7 @@ export class Allocator {
   /** Makes the whole of a fresh segment the tail; the old tail's rest joins the free lists. */
   addFreeSegment(seg: Segment): void {
     this.retireTail();
+    foldTail(this);
     const size = this.segmentSize - SEGMENT_HEADER_SIZE;
     const off = SEGMENT_HEADER_SIZE;
     const r = seg.index * ROW;
@@ -350,7 +354,8 @@ export class Allocator {
     this.writeReserved(u32, off >>> 2, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
-    this.rows[segIdx * ROW + R_ALLOC]! += used;
+    if (segIdx !== this.pendSeg) foldTail(this, segIdx);
+    this.pendAlloc += used;
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
   }
 
@@ -403,11 +408,6 @@ export class Allocator {
     u32[h + 3] = genCheck(gen);
     u32[h + 1] = word1(gen, KIND_FREE, STATE_RESERVED, 0);
     u32[h] = size;
-  }
-
-  /** The free block at `off` has a sane size and both check words hold. */
-  freeHeaderHolds(seg: Segment, off: number): boolean {
-    return this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, seg.u32[(off >>> 2) + 1]!);
   }
 
   /** The free block at `off` (word1 `w`) has a sane size and both check words hold. */

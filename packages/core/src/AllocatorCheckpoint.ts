@@ -1,6 +1,6 @@
 import { MARK_CLEAN, MARK_WHOLE, NUM_CLASSES, type Allocator } from './Allocator';
 import { ensureRows } from './AllocatorRows';
-import { R_ALLOC, R_INT, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW } from './SegmentRows';
+import { R_ALLOC, R_INT, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW, foldTail } from './SegmentRows';
 
 // The allocator's side of a checkpoint (see docs/format.md): the state a checkpoint (or a clean
 // close, which checkpoints) saves besides the segment rows, its restore, and the dirty marks it clears.
@@ -62,6 +62,7 @@ export function restoreTail(alloc: Allocator, s: Float64Array): boolean {
 
 /** The pile's counters as the sums of its segments' rows. */
 export function sumRows(alloc: Allocator): void {
+  foldTail(alloc);
   const rows = alloc.rows;
   let allocated = 0;
   let span = 0;

@@ -5,11 +5,16 @@ import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW } from './SegmentRows';
 // The allocator's segment rows (SegmentRows.ts): their room, and the record counters, kept for the
 // pile and for the segment of each block, called once per put, set and delete after the allocator's own work.
 
-/** Adds a committed block of segment `segIdx` to the record counters (allocatedBytes is kept by alloc and free). */
+/**
+ * Adds a committed block of segment `segIdx` to the record counters (allocatedBytes is kept by alloc and free): in the
+ * tail segment's pending counters (SegmentRows' foldTail) when it is that segment, else in its row.
+ */
 export function countUsed(a: Allocator, w: number, length: number, segIdx: number): void {
   a.utilizedBytes += length;
   const r = segIdx * ROW;
-  a.rows[r + R_UTIL]! += length;
+  const pend = segIdx === a.pendSeg;
+  if (pend) a.pendUtil += length;
+  else a.rows[r + R_UTIL]! += length;
   const kind = kindOf(w);
   if (flagsOf(w) & FLAG_BODY) return;
   if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
@@ -17,7 +22,8 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
     a.rows[r + R_INT]!++;
   } else {
     a.objectCount++;
-    a.rows[r + R_OBJ]!++;
+    if (pend) a.pendObj++;
+    else a.rows[r + R_OBJ]!++;
     if (kind === KIND_LINK) {
       a.linkCount++;
       a.rows[r + R_LINK]!++;
@@ -29,6 +35,11 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
 export function countUsedTyped(a: Allocator, length: number, segIdx: number): void {
   a.utilizedBytes += length;
   a.objectCount++;
+  if (segIdx === a.pendSeg) {
+    a.pendUtil += length;
+    a.pendObj++;
+    return;
+  }
   const r = segIdx * ROW;
   a.rows[r + R_UTIL]! += length;
   a.rows[r + R_OBJ]!++;

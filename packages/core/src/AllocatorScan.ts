@@ -2,7 +2,7 @@ import { NUM_CLASSES, sizeClass, type Allocator } from './Allocator';
 import { MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_USED, stateOf } from './BlockFormat';
 import { markAll, relist, sumRows } from './AllocatorCheckpoint';
 import { countUsed, ensureRows } from './AllocatorRows';
-import { R_ALLOC, R_SPAN, ROW } from './SegmentRows';
+import { R_ALLOC, R_SPAN, ROW, foldTail } from './SegmentRows';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
 import { faultPoints } from './FaultPoints';
 import type { Segment, SegmentWindow } from './Segment';
@@ -21,6 +21,7 @@ export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): v
   faultPoints.hit?.('allocator-walk');
   markAll(alloc);
   ensureRows(alloc, alloc.segments.length);
+  foldTail(alloc); // its row is counted again below
   alloc.rows.fill(0, 0, alloc.segments.length * ROW);
   relist(alloc);
   alloc.allocatedBytes = alloc.freeBytes = alloc.utilizedBytes = 0;
@@ -166,6 +167,7 @@ export function rebuildRegions(alloc: Allocator, regions: ReadonlyArray<readonly
 export function beginRegions(alloc: Allocator, regions: ReadonlyArray<readonly [number, number]>): void {
   alloc.populatedTo = alloc.populateMark = 0;
   alloc.freedSinceWalk = 0;
+  foldTail(alloc);
   for (const [s, from] of regions) if (from === SEGMENT_HEADER_SIZE) alloc.rows.fill(0, s * ROW, (s + 1) * ROW);
   relist(alloc);
   if (alloc.tailAddr !== 0) {

@@ -16,7 +16,7 @@ import { MAX_SEGMENTS } from './PointerFormat';
 import { BOOT_ID, checkpointRegions, emptyRecoveryReport, recoverPile, type RecoveryReport } from './Recovery';
 import type { RecordStore } from './RecordStore';
 import { Segment, segmentFileName } from './Segment';
-import { ROW } from './SegmentRows';
+import { ROW, foldTail } from './SegmentRows';
 import { metaHeader } from './SegmentTable';
 import type { WriterTurn } from './WriterTurn';
 
@@ -236,6 +236,7 @@ export function saveCheckpoint(store: RecordStore): void {
   const seq = (a.ckptSeq + 1) >>> 0;
   const written: number[] = [];
   for (let i = 0; i < n; i++) if (i >= a.ckptSegCount || a.marks[i] !== MARK_CLEAN) written.push(i);
+  foldTail(a);
   meta.writeRows(a.rows, ROW, written, seq);
   meta.writeCheckpoint({ segmentCount: n, seq, bootId: BOOT_ID, state: checkpointState(a) });
   faultPoints.hit?.('checkpoint-saved');
@@ -266,6 +267,9 @@ function recoverFiles(
 ): void {
   const meta = store.meta!;
   const { alloc } = store;
+  // Every row of the counted segments is read from pile.meta or rebuilt below: what this process kept
+  // pending for the tail's segment (none after a release: publish folds) is in the files already.
+  foldTail(alloc);
   const regions = current ? checkpointRegions(meta, alloc, store.fmt, segmentCount, clean) : undefined;
   if (clean && regions?.length === 0) {
     relist(alloc);

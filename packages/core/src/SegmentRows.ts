@@ -16,3 +16,33 @@ export const R_LINK = 216;
 export const R_INT = 217;
 /** f64 slots per row (1,792 bytes; slots 218-223 unused). */
 export const ROW = 224;
+
+/**
+ * Counters of the tail's segment (allocated and utilized bytes, records) that an append keeps in JS
+ * fields instead of its row (Allocator's pend*), so that appending, the hottest write, writes no row
+ * beside the pile's counters (docs/benchmarks.md, issue 19). Other writes add to rows directly. A
+ * row is read (checkpoint, the writer turn's release, verify, the sums) or overwritten (recovery,
+ * rebuild, a new segment) only after foldTail() added them in.
+ */
+export interface TailCounts {
+  rows: Float64Array<ArrayBufferLike>;
+  /** The segment they belong to; -1: none (all zero). */
+  pendSeg: number;
+  pendAlloc: number;
+  pendUtil: number;
+  pendObj: number;
+}
+
+/** Adds the tail segment's pending counters to its row; from now on they gather for segment `next` (-1: none). */
+export function foldTail(a: TailCounts, next = -1): void {
+  const s = a.pendSeg;
+  if (s >= 0) {
+    const rows = a.rows;
+    const r = s * ROW;
+    rows[r + R_ALLOC]! += a.pendAlloc;
+    rows[r + R_UTIL]! += a.pendUtil;
+    rows[r + R_OBJ]! += a.pendObj;
+  }
+  a.pendAlloc = a.pendUtil = a.pendObj = 0;
+  a.pendSeg = next;
+}

@@ -6,6 +6,7 @@ import { repairPile } from './PileFiles';
 import type { RecordStore } from './RecordStore';
 import type { RecoveryReport } from './Recovery';
 import { Segment } from './Segment';
+import { foldTail } from './SegmentRows';
 import { WriterTurn, type TurnHost } from './WriterTurn';
 
 /**
@@ -97,6 +98,8 @@ export class SharedState implements TurnHost {
 
   publish(): void {
     const { alloc, segments } = this.store;
+    // The rows are others' to read once the turn is released: the tail's pending counters go into its row.
+    foldTail(alloc);
     publishFields(alloc, this.coord.f64);
     const n = segments.length;
     const known = this.known;

@@ -1,5 +1,5 @@
 import { checkFreeLists } from './AllocatorScan';
-import { R_ALLOC, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW } from './SegmentRows';
+import { R_ALLOC, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW, foldTail } from './SegmentRows';
 import type { Allocator } from './Allocator';
 // Two imports so that each list fits one line (a multi-line list repeats Recovery's, line for line).
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, SEGMENT_HEADER_SIZE } from './BlockFormat';
@@ -93,6 +93,7 @@ export function verifyPile(
     statsErrors: [],
   };
   const seen: Seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
+  if (!readonly) foldTail(alloc); // the rows are checked
   for (const s of segments) {
     const seg = s.use();
     const u32 = seg.u32;
@@ -127,8 +128,7 @@ export function verifyPile(
           }
         }
       } else if (state === STATE_FREE) {
-        if (!alloc.freeHeaderHolds(seg, off))
-          report.corrupt.push(corruptAt(seg, off, 'free block header damaged (check words do not match)'));
+        if (!alloc.checkFree(seg, off)) report.corrupt.push(corruptAt(seg, off, 'free block header damaged (check words do not match)'));
         seen.free += size;
         seen.freeBlocks++;
       } else {

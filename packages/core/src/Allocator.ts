@@ -46,7 +46,7 @@ export function sizeClass(size: number): number {
  * class, threaded through the free blocks themselves (addresses as float64 at +16/+24), so
  * the allocator holds no per-block JS objects. An address is `segment * segmentSize + offset`.
  * Each segment's list heads and counters form its row (SegmentRows.ts), which a checkpoint saves and recovery restores
- * segment by segment; the pile's counters below are their sums (the tail's segment's with its pend* counters).
+ * segment by segment; the pile's counters below are their sums (both with the pend* counters of the tail's segment added).
  *
  * Generations: a new block gets the generation of the free block it was cut from plus one,
  * and merged free blocks keep the larger generation. So a block ever created at a given
@@ -69,7 +69,7 @@ export class Allocator {
   ckptSeq = 0;
   /** Gives pile.coord's rows of segments 0..count-1 disk space (SharedState sets it). */
   onRows: (count: number) => void = () => {};
-  /** @internal The tail segment's counters not yet in its row: an append touches no row (SegmentRows' foldTail). */
+  /** @internal What appends to the tail's segment added, not yet in its row nor in the counters below (SegmentRows' foldTail). */
   pendSeg = -1;
   pendAlloc = 0;
   pendUtil = 0;
@@ -159,6 +159,7 @@ export class Allocator {
     // Filling a pile that never freed anything: no list to search, straight to the tail.
     let addr = this.nonEmptyClasses === 0 ? 0 : this.take(size);
     if (addr === 0) addr = this.bump(size);
+    if (addr === 0) foldTail(this); // freeBytes and allocatedBytes are read
     if (addr === 0 && this.freeBytes >= size && this.freedSinceWalk * 8 >= this.allocatedBytes + this.freeBytes) {
       // free() merges only with the blocks after it, so space freed front to back stays in
       // pieces too small for a larger put; one walk merges every free run before the pile grows.
@@ -190,12 +191,14 @@ export class Allocator {
   }
 
   /**
-   * Cuts the block of a record encoded at the start of the tail, which tailFor() gave: `seg`,
-   * `segIdx` and `off` name that address. The block is RESERVED, like alloc()'s; returns its
-   * generation.
+   * Cuts the block of a typed record encoded at the start of the tail, which tailFor() gave: `seg`, `segIdx` and `off`
+   * name that address. The block is RESERVED, like alloc()'s; returns its generation. Counts the record (`length` payload
+   * bytes) in the tail's pending counters, which cut() has just made its segment's: countUsedTyped() inlined by hand.
    */
-  claimTail(seg: Segment, segIdx: number, off: number, size: number): number {
+  claimTail(seg: Segment, segIdx: number, off: number, size: number, length: number): number {
     this.cut(seg, segIdx, off, size);
+    this.pendUtil += length;
+    this.pendObj++;
     return genOf(seg.u32[(off >>> 2) + 1]!);
   }
 
@@ -352,10 +355,8 @@ export class Allocator {
       this.tailAddr = this.tailEnd = this.tailGen = 0;
     }
     this.writeReserved(u32, off >>> 2, used, gen);
-    this.freeBytes -= used;
-    this.allocatedBytes += used;
     if (segIdx !== this.pendSeg) foldTail(this, segIdx);
-    this.pendAlloc += used;
+    this.pendAlloc += used; // also out of freeBytes (foldTail)
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
   }
 

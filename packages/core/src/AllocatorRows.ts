@@ -7,23 +7,27 @@ import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW } from './SegmentRows';
 
 /**
  * Adds a committed block of segment `segIdx` to the record counters (allocatedBytes is kept by alloc and free): in the
- * tail segment's pending counters (SegmentRows' foldTail) when it is that segment, else in its row.
+ * tail segment's pending counters (SegmentRows' foldTail) when it is that segment, else in its row and the pile's.
  */
 export function countUsed(a: Allocator, w: number, length: number, segIdx: number): void {
-  a.utilizedBytes += length;
   const r = segIdx * ROW;
   const pend = segIdx === a.pendSeg;
   if (pend) a.pendUtil += length;
-  else a.rows[r + R_UTIL]! += length;
+  else {
+    a.utilizedBytes += length;
+    a.rows[r + R_UTIL]! += length;
+  }
   const kind = kindOf(w);
   if (flagsOf(w) & FLAG_BODY) return;
   if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
     a.internalCount++;
     a.rows[r + R_INT]!++;
   } else {
-    a.objectCount++;
     if (pend) a.pendObj++;
-    else a.rows[r + R_OBJ]!++;
+    else {
+      a.objectCount++;
+      a.rows[r + R_OBJ]!++;
+    }
     if (kind === KIND_LINK) {
       a.linkCount++;
       a.rows[r + R_LINK]!++;
@@ -31,15 +35,20 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
   }
 }
 
-/** countUsed() of a typed record, small enough to be inlined into the typed put. */
+/**
+ * countUsed() of a typed record, small enough to be inlined into the typed put: TurboFan's inlining budget must
+ * cover the codec and the rest of the put (benchmarks/compare/inlined.sh, docs/benchmarks.md).
+ */
 export function countUsedTyped(a: Allocator, length: number, segIdx: number): void {
-  a.utilizedBytes += length;
-  a.objectCount++;
   if (segIdx === a.pendSeg) {
     a.pendUtil += length;
     a.pendObj++;
-    return;
-  }
+  } else countTypedInRow(a, length, segIdx);
+}
+
+function countTypedInRow(a: Allocator, length: number, segIdx: number): void {
+  a.utilizedBytes += length;
+  a.objectCount++;
   const r = segIdx * ROW;
   a.rows[r + R_UTIL]! += length;
   a.rows[r + R_OBJ]!++;

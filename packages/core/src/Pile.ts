@@ -17,6 +17,7 @@ import { EMPTY_BUFFER, TYPED_USED_WORD } from './RecordStore';
 import type { InlineRead } from './SchemaCodegen';
 import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
+import { foldTail } from './SegmentRows';
 import { shareState } from './SharedState';
 import { PILE_WRITES, TurnStore, holdTurnIn } from './TurnStore';
 import type { FieldAccess } from './TypedStore';
@@ -395,6 +396,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     this.open();
     this.turn?.view();
     const a = this.alloc;
+    foldTail(a); // what appends to the tail's segment added (SegmentRows.ts)
     const totalBytes = this.segments.length * this.segmentSize;
     return {
       objectCount: a.objectCount,

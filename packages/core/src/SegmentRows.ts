@@ -18,11 +18,13 @@ export const R_INT = 217;
 export const ROW = 224;
 
 /**
- * Counters of the tail's segment (allocated and utilized bytes, records) that an append keeps in JS
- * fields instead of its row (Allocator's pend*), so that appending, the hottest write, writes no row
- * beside the pile's counters (docs/benchmarks.md, issue 19). Other writes add to rows directly. A
- * row is read (checkpoint, the writer turn's release, verify, the sums) or overwritten (recovery,
- * rebuild, a new segment) only after foldTail() added them in.
+ * What an append to the tail's segment adds to the counters (block bytes cut, payload bytes, records),
+ * kept in JS fields of their own (Allocator's pend*) instead of that segment's row and the pile's
+ * counters: appending, the hottest write, then updates two fields per block where format 4 had it
+ * update a row beside the pile's counters (docs/benchmarks.md, issue 19). Other writes update rows and
+ * the pile's counters directly (a delta is a delta wherever it is kept). Rows and the pile's counters
+ * are read (stats, verify, a checkpoint, the writer turn's release, the merge walk's test) or
+ * overwritten (recovery, rebuild, a new tail segment, the sums) only after foldTail() added them in.
  */
 export interface TailCounts {
   rows: Float64Array<ArrayBufferLike>;
@@ -31,9 +33,13 @@ export interface TailCounts {
   pendAlloc: number;
   pendUtil: number;
   pendObj: number;
+  allocatedBytes: number;
+  freeBytes: number;
+  utilizedBytes: number;
+  objectCount: number;
 }
 
-/** Adds the tail segment's pending counters to its row; from now on they gather for segment `next` (-1: none). */
+/** Adds the tail segment's pending counters to its row and the pile's; from now on they gather for segment `next` (-1: none). */
 export function foldTail(a: TailCounts, next = -1): void {
   const s = a.pendSeg;
   if (s >= 0) {
@@ -42,6 +48,10 @@ export function foldTail(a: TailCounts, next = -1): void {
     rows[r + R_ALLOC]! += a.pendAlloc;
     rows[r + R_UTIL]! += a.pendUtil;
     rows[r + R_OBJ]! += a.pendObj;
+    a.allocatedBytes += a.pendAlloc;
+    a.freeBytes -= a.pendAlloc;
+    a.utilizedBytes += a.pendUtil;
+    a.objectCount += a.pendObj;
   }
   a.pendAlloc = a.pendUtil = a.pendObj = 0;
   a.pendSeg = next;

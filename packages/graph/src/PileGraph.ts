@@ -68,7 +68,7 @@ export class PileGraph<N, E = undefined> {
       header,
       GRAPH,
       () => repairGraph(this.raw, this.tables),
-      () => openSync(pile, name),
+      () => openSync(pile, `graph:${name}:sync`),
     );
     this.tables = new NodeTables(this.raw);
   }

@@ -17,6 +17,7 @@ import {
   TAG_LIST,
   TAG_LIST_NODE,
 } from './RawLayout';
+import { openSync } from './GraphSync';
 import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { safeDelete, safeHas } from './SafeOps';
 import { ValueStore, checkName, checkOptions, checkSchemaOption } from './ValueStore';
@@ -44,7 +45,14 @@ export class PileList<T> implements Iterable<T> {
     header: PilePointer,
     private readonly values_: ValueStore<T>,
   ) {
-    this.raw = new RawStructure(pile, name, header, LIST, () => this.repair());
+    this.raw = new RawStructure(
+      pile,
+      name,
+      header,
+      LIST,
+      () => this.repair(),
+      () => openSync(pile, `list:${name}:sync`),
+    );
   }
 
   /**
@@ -69,17 +77,17 @@ export class PileList<T> implements Iterable<T> {
 
   /** Elements in the list. @throws PILE_CLOSED */
   get length(): number {
-    return this.raw.headerWord(L_LENGTH);
+    return this.raw.readHeaderWord(L_LENGTH);
   }
 
   /** The first element's node, or undefined when the list is empty. @throws PILE_CLOSED */
   get first(): PilePointer | undefined {
-    return orUndefined(this.raw.headerWord(L_FIRST));
+    return orUndefined(this.raw.readHeaderWord(L_FIRST));
   }
 
   /** The last element's node, or undefined when the list is empty. @throws PILE_CLOSED */
   get last(): PilePointer | undefined {
-    return orUndefined(this.raw.headerWord(L_LAST));
+    return orUndefined(this.raw.readHeaderWord(L_LAST));
   }
 
   /**
@@ -155,7 +163,8 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT, PILE_CLOSED
    */
   get(node: PilePointer): T {
-    return this.values_.get(this.nodeWord(node, LN_VALUE) as PilePointer);
+    const once = (): T => this.values_.get(this.nodeWord(node, LN_VALUE) as PilePointer);
+    return this.raw.checked ? this.raw.reread(once) : once();
   }
 
   /**
@@ -174,7 +183,7 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}; PILE_CLOSED
    */
   next(node: PilePointer): PilePointer | undefined {
-    return orUndefined(this.nodeWord(node, LN_NEXT));
+    return orUndefined(this.readNodeWord(node, LN_NEXT));
   }
 
   /**
@@ -182,7 +191,7 @@ export class PileList<T> implements Iterable<T> {
    * @throws PILE_STALE_POINTER, PILE_INVALID_POINTER as {@link insertAfter}; PILE_CLOSED
    */
   prev(node: PilePointer): PilePointer | undefined {
-    return orUndefined(this.nodeWord(node, LN_PREV));
+    return orUndefined(this.readNodeWord(node, LN_PREV));
   }
 
   /**
@@ -252,6 +261,11 @@ export class PileList<T> implements Iterable<T> {
   private nodeWord(node: PilePointer, word: number): number {
     const n = this.raw.node(node);
     return this.raw.done(this.raw.mem.f64[n + word]!);
+  }
+
+  /** {@link nodeWord} for a reader: checked (reread) when the writer is another process. */
+  private readNodeWord(node: PilePointer, word: number): number {
+    return this.raw.checked ? this.raw.reread(() => this.nodeWord(node, word)) : this.nodeWord(node, word);
   }
 
   /**

@@ -101,7 +101,7 @@ export class RawStructure {
    * structure has a seqlock: every read goes through {@link reread}.
    */
   readonly checked: boolean;
-  /** The graph's seqlock words (GraphSync); undefined for a list, or a graph no writer of this version opened. */
+  /** The structure's seqlock words (GraphSync); undefined for one no writer of this version opened. */
   private readonly sync: Uint32Array | undefined;
   readonly state: SharedState;
 
@@ -113,7 +113,7 @@ export class RawStructure {
     /** The structure's own repair, run by {@link writable} and {@link recoverIfNeeded}. */
     private readonly repair: () => void,
     /**
-     * Opens the seqlock of a graph (GraphSync): a read-only open that finds one checks its reads; a
+     * Opens the structure's seqlock (GraphSync): a read-only open that finds one checks its reads; a
      * writable open makes it, once it is known to be the one writer (after claimStructures).
      */
     openSync?: () => Uint32Array | undefined,
@@ -323,19 +323,24 @@ export class RawStructure {
     let cur = this.reread(head);
     while (cur !== 0) {
       const at = cur;
-      const step = this.reread(() => {
+      // out() runs inside the step too: what it reads (a list element's value record) may be
+      // freed by the writer once the step has read the node.
+      const step = this.reread((): [number, T] | undefined => {
         if (!this.pile.has(at as PilePointer)) return undefined;
         const n = this.node(at as PilePointer);
         const f = this.mem.f64;
-        return [f[n + link]!, valueWord < 0 ? at : f[n + valueWord]!];
+        const following = f[n + link]!;
+        const word = valueWord < 0 ? at : f[n + valueWord]!;
+        this.mem.release();
+        return [following, out(word)];
       });
       if (step === undefined) {
         cur = this.reread(head);
         continue;
       }
-      if (seen.add(at)) yield out(step[1]!);
+      if (seen.add(at)) yield step[1];
       this.open();
-      cur = step[0]!;
+      cur = step[0];
     }
   }
 

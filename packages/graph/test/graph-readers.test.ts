@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import * as path from 'node:path';
 import { writerBesideReaders } from '../../core/test/fixtures/line-child';
 import { isPileError, openPile } from '@pile/core';
-import { openGraph, openList } from '../src';
+import { openGraph } from '../src';
 import { SEGMENT, removeDir, tempDir } from './helpers';
 
 // Issue 17, point 6 for graphs: read-only processes read a graph while a writer process changes it
@@ -59,17 +59,6 @@ describe('graphs read by other processes while one writes', function () {
     openGraph<string>(pile, 'g');
     expect(rg.getNode(a)).to.equal('a');
     expect([...rg.neighbors(a)]).to.deep.equal([b]);
-    reader.close();
-    pile.close();
-  });
-
-  it('a list is still refused to a read-only open while a writer has structures', () => {
-    const pile = openPile({ dir, segmentSize: SEGMENT });
-    openList<string>(pile, 'l').append('x');
-    const reader = openPile({ dir, readonly: true });
-    expect(() => openList<string>(reader, 'l'))
-      .to.throw()
-      .that.satisfies((e: unknown) => isPileError(e, 'PILE_LOCKED'));
     reader.close();
     pile.close();
   });

@@ -94,7 +94,7 @@ export function closeFreeRun(
   start: number,
   end: number,
   gen: number,
-  inner: readonly number[],
+  inner: ArrayLike<number>,
   from: number,
   to: number,
   win?: SegmentWindow,

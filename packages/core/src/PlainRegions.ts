@@ -23,6 +23,7 @@ import { native } from '@pile/native';
 import { blockChecksum, headerChecksum } from './Checksum';
 import type { Allocator } from './Allocator';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
+import { fileWalkable, walkFile, type FileRegion } from './FileRegions';
 import type { Segment, SegmentWindow } from './Segment';
 
 /** walkPlainRegions' answer when a region's window (Segment.window) did not hold all it had to read. */
@@ -46,6 +47,8 @@ export interface PlainRegions {
   regionEnds: number[];
   /** For each region, allocatedBytes, utilizedBytes and objectCount as summed up to its end (its segment's row gets the differences). */
   regionTotals: number[];
+  /** For each region walked from its file (FileRegions), what that walk found; its runs are there, not in `runs`. */
+  files: Array<FileRegion | undefined>;
 }
 
 /**
@@ -83,6 +86,7 @@ export function walkPlainRegions(
   const inner: number[] = [];
   const regionEnds: number[] = [];
   const regionTotals: number[] = [];
+  const files: Array<FileRegion | undefined> = [];
   const stepped = new Float64Array(4);
   let blocks = 0;
   let allocated = 0;
@@ -91,6 +95,20 @@ export function walkPlainRegions(
   for (let r = 0; r < scan.length; r++) {
     const segIdx = scan[r]![0];
     const win = windows?.[r];
+    // A whole segment not mapped is read from its file (FileRegions); the segment is mapped only
+    // when that walk meets a block that needs the checks below.
+    const file =
+      win === undefined && fileWalkable(segments[segIdx]!, scan[r]![1]) ? walkFile(segments[segIdx]!, scan[r]![1], segmentSize) : undefined;
+    if (file !== undefined) {
+      files[r] = file;
+      blocks += file.blocks;
+      allocated += file.allocated;
+      utilized += file.utilized;
+      objects += file.objects;
+      regionEnds.push(runs.length);
+      regionTotals.push(allocated, utilized, objects);
+      continue;
+    }
     const seg = win === undefined ? segments[segIdx]!.use() : segments[segIdx]!;
     const u32 = win?.u32 ?? seg.u32;
     const buf = win?.buf ?? seg.buf;
@@ -173,5 +191,5 @@ export function walkPlainRegions(
     regionEnds.push(runs.length);
     regionTotals.push(allocated, utilized, objects);
   }
-  return { blocks, allocatedBytes: allocated, utilizedBytes: utilized, objectCount: objects, runs, inner, regionEnds, regionTotals };
+  return { blocks, allocatedBytes: allocated, utilizedBytes: utilized, objectCount: objects, runs, inner, regionEnds, regionTotals, files };
 }

@@ -21,6 +21,7 @@ import {
 import { blockDamage, headerBitRepair } from './Checksum';
 import { faultPoints } from './FaultPoints';
 import { OUTSIDE_WINDOW, walkPlainRegions } from './PlainRegions';
+import { fileWalkable, listFileRuns } from './FileRegions';
 import type { MetaFile } from './MetaFile';
 import type { PileOptions } from './PileOptions';
 import type { PointerFormat } from './PointerFormat';
@@ -197,6 +198,8 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
         alloc.rows[row + R_SPAN]! += allocated;
         alloc.rows[row + R_UTIL]! += totals[t + 1]! - (k > 0 ? totals[t - 2]! : 0);
         alloc.rows[row + R_OBJ]! += totals[t + 2]! - (k > 0 ? totals[t - 1]! : 0);
+        const file = plain.files[k];
+        if (file !== undefined) listFileRuns(alloc, segments[scan[k]![0]]!, file);
         for (; i < plain.regionEnds[k]!; i += 6) {
           closeFreeRun(alloc, segments[runs[i]!]!, runs[i + 1]!, runs[i + 2]!, runs[i + 3]!, plain.inner, runs[i + 4]!, runs[i + 5]!, win);
         }
@@ -349,7 +352,8 @@ export const recoveryWindows = { bytes: 16 * 1024 * 1024 };
 function openWindows(segments: readonly Segment[], scan: ReadonlyArray<readonly [number, number]>): Array<SegmentWindow | undefined> {
   let left = recoveryWindows.bytes;
   return scan.map(([segIdx, from]) => {
-    const w = left > 0 ? segments[segIdx]!.window(from, left) : undefined;
+    // A whole segment is read from its file instead (FileRegions), mapped only when that needs it.
+    const w = left > 0 && !fileWalkable(segments[segIdx]!, from) ? segments[segIdx]!.window(from, left) : undefined;
     if (w !== undefined) left -= w.end - w.base;
     return w;
   });

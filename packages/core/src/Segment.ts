@@ -362,6 +362,14 @@ export class Segment {
     };
   }
 
+  /**
+   * The file a recovery reads and writes this segment's blocks through while it is not mapped
+   * (FileRegions.ts): undefined when it is mapped (its views serve), in memory, or open read-only.
+   */
+  unmappedFile(): string | undefined {
+    return this.mapped || this.readonlyMap ? undefined : this.file;
+  }
+
   private map(): void {
     this.attach(this.mapFile(this.size, 0));
   }

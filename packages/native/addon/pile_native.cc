@@ -1005,6 +1005,8 @@ constexpr int kStateShift = 26;
 constexpr uint32_t kStateMask = 0x3;
 constexpr int kFlagShift = 28;
 constexpr uint32_t kStateUsed = 1;
+constexpr uint32_t kStateDamaged = 3;
+constexpr uint32_t kGenMask = (1u << 22) - 1;
 constexpr uint32_t kFlagBody = 1;
 constexpr uint32_t kFlagSealed = 2;
 constexpr uint32_t kKindLink = 5;
@@ -1013,6 +1015,10 @@ constexpr uint32_t kKindRaw = 8;
 constexpr uint32_t kKindBuffer = 9;
 // From this length on the checksum is zlib's CRC32, which the walk leaves to JavaScript.
 constexpr uint32_t kNativeChecksumFrom = 1024;
+// plainFile reads a segment file in reads of this many bytes (a record longer than that in one read).
+constexpr uint64_t kFileChunk = 256 * 1024;
+// plainFile's numbers per free run (see there).
+constexpr size_t kRunFields = 11;
 
 inline uint32_t Rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
@@ -1053,6 +1059,37 @@ inline uint32_t BlockChecksum(const uint32_t* payload, uint32_t size, uint32_t w
   }
   return Fmix32(h ^ length);
 }
+
+/** zlib's crc32(crc, bytes, n) (the reflected polynomial 0xedb88320), as Checksum.ts calls it from 1 KiB on. */
+inline uint32_t Crc32(uint32_t crc, const uint8_t* p, size_t n) {
+  static const struct Table {
+    uint32_t t[256];
+    Table() {
+      for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        t[i] = c;
+      }
+    }
+  } table;
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) crc = table.t[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+/**
+ * The checksum a committed block's header says it must have (Checksum.ts blockDamage): over the
+ * header alone for an unsealed raw block, Murmur3-32 below kNativeChecksumFrom, CRC32 above.
+ * `h` is the header, followed in memory by the payload's `length` bytes.
+ */
+inline uint32_t CommittedSum(const uint32_t* h, uint32_t kind, uint32_t flags) {
+  const uint32_t size = h[0], length = h[2];
+  const uint32_t checked = h[1] & ~(kStateMask << kStateShift);
+  if (kind == kKindRaw && (flags & kFlagSealed) == 0) return HeaderChecksum(size, checked, length);
+  if (length < kNativeChecksumFrom) return BlockChecksum(h + 4, size, checked, length);
+  const uint32_t seed = ((size ^ 0x9747b28cu) * 0x85ebca6bu) ^ (checked * 0xc2b2ae35u) ^ length;
+  return Crc32(seed, reinterpret_cast<const uint8_t*>(h + 4), length);
+}
 }  // namespace block_format
 
 class PileNative : public Napi::Addon<PileNative> {
@@ -1091,6 +1128,7 @@ class PileNative : public Napi::Addon<PileNative> {
       InstanceMethod<&PileNative::OfdLock>("ofdLock", napi_enumerable),
       InstanceMethod<&PileNative::OfdHolder>("ofdHolder", napi_enumerable),
       InstanceMethod<&PileNative::PlainRecords>("plainRecords", napi_enumerable),
+      InstanceMethod<&PileNative::PlainFile>("plainFile", napi_enumerable),
     });
   }
 
@@ -1169,6 +1207,160 @@ class PileNative : public Napi::Addon<PileNative> {
     out[2] = static_cast<double>(allocated);
     out[3] = static_cast<double>(utilized);
     return env.Undefined();
+  }
+
+  /**
+   * plainFile(fd, from, segmentSize, label): the walk of core's PlainRegions over one region of a
+   * segment that is not mapped, from segment offset `from` to its end, reading the file with pread
+   * in chunks of kFileChunk bytes: mapping a 256 MiB segment to walk it costs a page fault per 4 KiB
+   * page (65,536 of them, more than the walk itself), and V8 counts the mapping as external memory.
+   * It accepts what PlainRegions accepts without help: committed data records whose kind, length and
+   * checksum hold (CRC32 included), and free or reserved blocks whose own check words hold, which it
+   * merges into runs. Returns a Float64Array: [status, offset, blocks, objects, allocated bytes,
+   * utilized bytes, runs, inner], then per run kRunFields numbers (start, end, generation, first and
+   * end index of its inner blocks, then the run's first block as the file held it: its four header
+   * words and its two links), then the inner blocks' offsets (blocks merged into a run after its
+   * first). Status 0: the region was walked to its end; 1: stopped at `offset`, at a block it does not
+   * accept (the caller walks the region again through the mapped segment, where core's own checks
+   * decide); 2: the file ended early. It only reads.
+   */
+  Napi::Value PlainFile(const Napi::CallbackInfo& info) {
+    using namespace block_format;
+    Napi::Env env = info.Env();
+    uint64_t from, segment_size;
+    if (info.Length() != 4 || !info[0].IsNumber() || !ToSize(info[1], &from) || !ToSize(info[2], &segment_size) || !info[3].IsString()) {
+      throw Napi::TypeError::New(env, "plainFile(fd: integer, from: integer, segmentSize: integer, label: string)");
+    }
+    if ((from & 7) != 0 || from > segment_size || segment_size > 0xffffffffu) {
+      throw Napi::RangeError::New(env, "plainFile: from must be 8-aligned and within the segment, the segment at most 4 GiB");
+    }
+    const int fd = info[0].As<Napi::Number>().Int32Value();
+    const std::string label = info[3].As<Napi::String>().Utf8Value();
+    // File bytes [base, base + have) are in buf, base a multiple of 4096 so that words stay aligned.
+    std::vector<uint32_t> buf;
+    uint64_t base = 0, have = 0;
+    int read_error = 0;
+    bool short_read = false;
+    // Makes bytes [at, at + need) of the file present in buf; false on a read error or a short file.
+    auto load = [&](uint64_t at, uint64_t need) -> bool {
+      base = at & ~static_cast<uint64_t>(4095);
+      uint64_t want = at - base + need;
+      if (want < kFileChunk) want = kFileChunk;
+      if (want > segment_size - base) want = segment_size - base;
+      if (buf.size() * 4 < want) buf.resize((want + 3) / 4);
+      uint8_t* dst = reinterpret_cast<uint8_t*>(buf.data());
+      have = 0;
+      while (have < want) {
+        const ssize_t n = pread(fd, dst + have, want - have, static_cast<off_t>(base + have));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          read_error = errno;
+          return false;
+        }
+        if (n == 0) break;
+        have += static_cast<uint64_t>(n);
+      }
+      if (have < at - base + need) {
+        short_read = true;
+        return false;
+      }
+      return true;
+    };
+    std::vector<double> runs, inner;
+    uint64_t off = from, blocks = 0, objects = 0, allocated = 0, utilized = 0;
+    int status = 0;
+    int64_t run_start = -1;
+    uint32_t run_gen = 0;
+    size_t run_first_inner = 0;
+    double first[6] = {0, 0, 0, 0, 0, 0};
+    auto close_run = [&](uint64_t end) {
+      runs.insert(runs.end(), {static_cast<double>(run_start), static_cast<double>(end), static_cast<double>(run_gen),
+                               static_cast<double>(run_first_inner), static_cast<double>(inner.size())});
+      runs.insert(runs.end(), first, first + 6);
+      run_start = -1;
+    };
+    while (off < segment_size) {
+      // A header, and for a free block its links: the 32 bytes every block has.
+      if (off < base || off + kMinBlockSize > base + have) {
+        if (off + kMinBlockSize > segment_size || !load(off, kMinBlockSize)) {
+          status = read_error != 0 || short_read ? 2 : 1;
+          break;
+        }
+      }
+      const uint32_t* h = buf.data() + ((off - base) >> 2);
+      const uint32_t size = h[0], w1 = h[1];
+      blocks++;
+      if (size < kMinBlockSize || (size & 7) != 0 || size > segment_size - off) {
+        status = 1;
+        break;
+      }
+      const uint32_t state = (w1 >> kStateShift) & kStateMask;
+      if (state == kStateUsed) {
+        const uint32_t kind = (w1 >> kKindShift) & kKindMask;
+        const uint32_t flags = w1 >> kFlagShift;
+        const uint32_t length = h[2];
+        if (kind == 0 || kind > kKindBuffer || (kind >= kKindLink && kind <= kKindJournal) || (flags & kFlagBody) != 0 ||
+            length > size - kHeaderSize) {
+          status = 1;
+          break;
+        }
+        if (off + kHeaderSize + length > base + have) {
+          if (!load(off, kHeaderSize + length)) {
+            status = 2;
+            break;
+          }
+          h = buf.data() + ((off - base) >> 2);
+        }
+        if (CommittedSum(h, kind, flags) != h[3]) {
+          status = 1;
+          break;
+        }
+        if (run_start >= 0) close_run(off);
+        objects++;
+        allocated += size;
+        utilized += length;
+      } else if (state == kStateDamaged) {
+        status = 1;
+        break;
+      } else {
+        // Free or reserved: merged by the size its own check words confirm. When they do not
+        // hold, confirming a size reads anywhere in the segment: left to the caller.
+        const uint32_t gen = w1 & kGenMask;
+        if (h[2] != ~size || h[3] != ~gen) {
+          status = 1;
+          break;
+        }
+        if (run_start < 0) {
+          run_start = static_cast<int64_t>(off);
+          run_gen = gen;
+          run_first_inner = inner.size();
+          double next, prev;
+          std::memcpy(&next, h + 4, 8);
+          std::memcpy(&prev, h + 6, 8);
+          first[0] = h[0], first[1] = h[1], first[2] = h[2], first[3] = h[3], first[4] = next, first[5] = prev;
+        } else {
+          inner.push_back(static_cast<double>(off));
+          if (gen > run_gen) run_gen = gen;
+        }
+      }
+      off += size;
+    }
+    if (status == 0 && run_start >= 0) close_run(segment_size);
+    if (read_error != 0) throw ErrnoError(env, read_error, "pread", label, static_cast<double>(off));
+    const size_t n_runs = runs.size() / kRunFields;
+    Napi::Float64Array out = Napi::Float64Array::New(env, 8 + runs.size() + inner.size());
+    double* o = out.Data();
+    o[0] = status;
+    o[1] = static_cast<double>(off);
+    o[2] = static_cast<double>(blocks);
+    o[3] = static_cast<double>(objects);
+    o[4] = static_cast<double>(allocated);
+    o[5] = static_cast<double>(utilized);
+    o[6] = static_cast<double>(n_runs);
+    o[7] = static_cast<double>(inner.size());
+    std::copy(runs.begin(), runs.end(), o + 8);
+    std::copy(inner.begin(), inner.end(), o + 8 + runs.size());
+    return out;
   }
 
   Napi::Value PopulateSupportedFn(const Napi::CallbackInfo& info) {

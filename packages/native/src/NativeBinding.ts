@@ -292,6 +292,18 @@ export interface NativeBinding {
    * @throws TypeError for bad arguments, RangeError when off or end lie outside `words`
    */
   plainRecords(words: Uint32Array, base: number, off: number, end: number, segmentSize: number, out: Float64Array): void;
+  /**
+   * The walk of plainRecords, and of the free and reserved blocks whose own check words hold (merged
+   * into runs), over a segment file's bytes from offset `from` to `segmentSize`, read with pread (no
+   * mapping: no page fault per page). Returns [status, offset, blocks, records, their sizes, their
+   * lengths, runs, inner], then 11 numbers per run (start, end, generation, first and end index of
+   * its inner blocks among the offsets that follow, the first block's four header words and two
+   * links as read), then the offsets of the blocks merged into a run after its first. Status 0: walked
+   * to the end; 1: stopped at `offset` at a block it does not accept; 2: the file ended early.
+   * Reads only. For @pile/core's recovery (FileRegions).
+   * @throws TypeError for bad arguments, RangeError for a misaligned `from`, an Error with the errno's `code` when pread fails
+   */
+  plainFile(fd: number, from: number, segmentSize: number, label: string): Float64Array;
 }
 
 const root = path.join(__dirname, '..');

@@ -80,11 +80,8 @@ export class Allocator {
   objectCount = 0;
   linkCount = 0;
   internalCount = 0;
-  /**
-   * The tail: the free end of the newest segment, cut by bumping an address instead of
-   * through the lists (a fresh pile fills at the cost of two header writes per block).
-   * It is a valid free block on disk, just not listed; 0 when there is none.
-   */
+  /** The tail: the free end of the newest segment, cut by bumping an address instead of through the lists (a fresh
+   * pile fills at the cost of two header writes per block). A valid free block on disk, not listed; 0: none. */
   tailAddr = 0;
   tailEnd = 0;
   tailGen = 0;
@@ -98,11 +95,8 @@ export class Allocator {
   /** @internal */ populateMark = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
   damagedLists = 0;
-  /**
-   * Generation a new segment's free space starts at: above every generation that a segment
-   * released by compact() ever held, so that a block of a segment made again at the same index
-   * never takes the tag of a record deleted there before (kept in pile.meta).
-   */
+  /** Generation a new segment's free space starts at: above any a segment released by compact() held, so a segment made
+   * again at its index never takes the tag of a record deleted there before (kept in pile.meta). */
   genFloor = 0;
   /** @internal Bytes freed since the last walk that merged free runs (see alloc). */
   freedSinceWalk = 0;
@@ -114,12 +108,15 @@ export class Allocator {
    * Measure a change there with `node benchmarks/compare/compare-builds.cjs` (docs/benchmarks.md).
    */
   private readonly segmentInv: number;
-  /**
-   * Dirty marks per segment since the last checkpoint (MARK_*). A write into a segment first
-   * raises its mark through onMark, which writes it to pile.meta before the write lands: once per
-   * segment and level per checkpoint, so the hot path costs one byte compare.
-   */
+  /** Dirty marks per segment since the last checkpoint (MARK_*). A write into a segment first raises its mark through
+   * onMark, which writes it to pile.meta before the write lands: once per segment and level per checkpoint. */
   marks: Uint8Array<ArrayBufferLike> = new Uint8Array(MAX_SEGMENTS);
+  /** Per segment, the writer turn that last wrote into it (pile.coord's, see SharedState): a dead holder's repair rescans its own. */
+  touched: Uint32Array<ArrayBufferLike> = new Uint32Array(MAX_SEGMENTS);
+  /** The writer turn this process holds (WriterTurn), stamped into `touched` beside each mark check: one store, no clearing. */
+  epoch = 0;
+  /** [0]: the body a growing set() is writing until its journal links it (pile.coord's PENDING_BODY; see Journal). */
+  intent: Float64Array<ArrayBufferLike> = new Float64Array(1);
   /** @internal The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
   ckptTailSeg = -1;
   /** @internal */ ckptTailOff = 0;
@@ -170,6 +167,7 @@ export class Allocator {
       if (addr === 0) addr = this.bump(size);
     }
     if (addr === 0) {
+      this.touched[this.segments.length] = this.epoch; // the new segment's index, before its file is counted
       const seg = this.grow();
       this.addFreeSegment(seg);
       addr = this.bump(size);
@@ -340,6 +338,7 @@ export class Allocator {
 
   /** Cuts `size` bytes (or the whole tail, when the rest could not stand alone) off the front of the tail, at `off` of `seg`. */
   private cut(seg: Segment, segIdx: number, off: number, size: number): void {
+    this.touched[segIdx] = this.epoch;
     if (this.marks[segIdx] === MARK_CLEAN) this.mark(segIdx, off);
     this.sinceCheckpoint += size;
     const addr = this.tailAddr;
@@ -380,6 +379,7 @@ export class Allocator {
    * past the checkpoint's tail in its segment, MARK_WHOLE elsewhere.
    */
   touch(segIdx: number, off: number): void {
+    this.touched[segIdx] = this.epoch;
     const m = this.marks[segIdx]!;
     if (m === MARK_CLEAN || (m === MARK_TAIL && off < this.ckptTailOff)) this.mark(segIdx, off);
   }

@@ -20,6 +20,8 @@ import type { Segment, SegmentWindow } from './Segment';
 export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): void {
   faultPoints.hit?.('allocator-walk');
   markAll(alloc);
+  // Every row is rewritten: a repair after a death during this walk rescans every segment.
+  alloc.touched.fill(alloc.epoch, 0, alloc.segments.length);
   ensureRows(alloc, alloc.segments.length);
   foldTail(alloc); // its row is counted again below
   alloc.rows.fill(0, 0, alloc.segments.length * ROW);

@@ -14,10 +14,10 @@ import { ROW } from './SegmentRows';
 export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
-/** 3: the segment rows at ROWS (pile format 4's per-segment free lists) instead of one set of heads. */
-export const COORD_VERSION = 3;
+/** 4: the turn number and each segment's last turn (a dead holder's repair rescans only its segments); 3: before them. */
+export const COORD_VERSION = 4;
 /** The head of the file (all but the rows): laid out afresh, with disk space. */
-const HEAD_SIZE = 131072;
+const HEAD_SIZE = 196608;
 /** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
 export const COORD_SIZE = HEAD_SIZE + MAX_SEGMENTS * ROW * 8;
 
@@ -38,6 +38,16 @@ export const COORD = {
   STATE_VALID: 140,
   /** Threads sleeping in (or about to sleep in) the writer mutex: a holder that sees it non-zero hands the turn over. */
   WAITERS: 144,
+  /** The number of the turn now held or last held: each take of the mutex moves it on (0 is skipped). */
+  TURN: 148,
+  /** The turn of the holder whose death is being repaired: segments last touched by it or later are rescanned. */
+  REPAIR_FROM: 152,
+  /** 1 while a repair that rewrites every row (PileFiles.repairPile) runs or ran unfinished: the next repair must too. */
+  FULL_REPAIR: 156,
+  /** f64: the body a growing set() is writing, until its journal links it (0: none); a repair frees it if nothing links it. */
+  PENDING_BODY: 160,
+  /** 3 f64: the tail (tailAddr, tailEnd, tailGen) as the last completed write of the turn left it (WriterTurn.completed). */
+  LAST_TAIL: 168,
   COUNTERS: 192,
   /** f64 slots of COUNTERS: STAT_FIELDS, then genFloor. */
   COUNTER_SLOTS: 32,
@@ -46,6 +56,8 @@ export const COORD = {
   READERS: 86016,
   READER_SLOTS: 1024,
   READER_SLOT_SIZE: 32,
+  /** u32 per segment: the turn that last wrote into it (Allocator.touched). */
+  TOUCHED: 131072,
   /** Segment i's row (SegmentRows.ts) at ROWS + i * ROW * 8. */
   ROWS: HEAD_SIZE,
 } as const;
@@ -65,7 +77,8 @@ if (COORD.COUNTERS + COORD.COUNTER_SLOTS * 8 > COORD.MARKS || COORD.MARKS + MAX_
 }
 if (
   COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS ||
-  COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD.ROWS ||
+  COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD.TOUCHED ||
+  COORD.TOUCHED + MAX_SEGMENTS * 4 > COORD.ROWS ||
   COORD_SIZE % 65536 !== 0
 ) {
   throw new Error('coordination file layout overlaps');
@@ -86,6 +99,10 @@ export class CoordFile {
   readonly rows: Float64Array;
   readonly marks: Uint8Array;
   readonly incarnations: Uint32Array;
+  /** Per segment, the turn that last wrote into it (COORD.TOUCHED). */
+  readonly touched: Uint32Array;
+  /** The body a growing set() is linking (COORD.PENDING_BODY). */
+  readonly pendingBody: Float64Array;
   /** False for a process that could not map the file as shared memory and writes alone (see openWriter). */
   get shared(): boolean {
     return this.mapping !== undefined;
@@ -112,6 +129,8 @@ export class CoordFile {
     this.rows = new Float64Array(buf, COORD.ROWS, MAX_SEGMENTS * ROW);
     this.marks = new Uint8Array(buf, COORD.MARKS, MAX_SEGMENTS);
     this.incarnations = new Uint32Array(buf, COORD.INCARNATIONS, MAX_SEGMENTS);
+    this.touched = new Uint32Array(buf, COORD.TOUCHED, MAX_SEGMENTS);
+    this.pendingBody = new Float64Array(buf, COORD.PENDING_BODY, 1);
     this.first = first;
   }
 

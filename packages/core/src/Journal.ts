@@ -78,11 +78,18 @@ export function replaceRecord(host: JournalHost, hSeg: Segment, hOff: number, dS
     alloc.free(bAddr);
     throw err;
   }
-  host.commit(b.seg, b.off, kind, FLAG_BODY, len);
-  const jAddr = alloc.alloc(blockSizeFor(JOURNAL_PREFIX));
-  const j = host.seat(jAddr);
-  writeJournalHead(j.seg, j.off + BLOCK_HEADER_SIZE, JOURNAL_LINK, KIND_LINK, hAddr, bAddr, linked ? dAddr : 0);
-  commitJournal(host, j.seg, j.off, JOURNAL_PREFIX, jAddr);
+  // Named until the journal links it: a repair after this holder's death frees it if nothing
+  // links it, without looking for links in segments this holder did not write (see HolderRepair).
+  alloc.intent[0] = bAddr;
+  try {
+    host.commit(b.seg, b.off, kind, FLAG_BODY, len);
+    const jAddr = alloc.alloc(blockSizeFor(JOURNAL_PREFIX));
+    const j = host.seat(jAddr);
+    writeJournalHead(j.seg, j.off + BLOCK_HEADER_SIZE, JOURNAL_LINK, KIND_LINK, hAddr, bAddr, linked ? dAddr : 0);
+    commitJournal(host, j.seg, j.off, JOURNAL_PREFIX, jAddr);
+  } finally {
+    alloc.intent[0] = 0;
+  }
 }
 
 /** Commits the journal record written at `off` of `seg`, carries it out and frees it. */

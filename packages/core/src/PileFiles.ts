@@ -209,17 +209,27 @@ export function loadPile(
  * @throws PILE_CORRUPT, PILE_IO
  */
 export function repairPile(store: RecordStore, report: RecoveryReport): void {
+  const count = mapCounted(store);
+  Object.assign(report, emptyRecoveryReport());
+  recoverFiles(store, report, undefined, count, false, true);
+}
+
+/**
+ * The first step of a repair under the turn: the segments this process maps become those
+ * pile.meta counts (files past them removed), with the change marks a dead holder left odd
+ * cleared before anything changes; returns their count.
+ * @throws PILE_CORRUPT, PILE_IO
+ */
+export function mapCounted(store: RecordStore): number {
   const { dir, segments, segmentSize, pileId } = store;
   const h = store.meta!.readHeader();
   const count = Math.min(h.segmentCount, MAX_SEGMENTS);
   store.alloc.genFloor = h.genFloor;
   while (segments.length > count) segments.pop()!.release();
-  // Change marks the dead holder left odd are cleared under the turn, before recovery changes anything.
   for (const seg of segments) seg.clearDeadMark();
   for (let i = segments.length; i < count; i++) segments.push(Segment.open(dir!, i, segmentSize, pileId, false, true));
   removeUncounted(dir!, count);
-  Object.assign(report, emptyRecoveryReport());
-  recoverFiles(store, report, undefined, count, false, true);
+  return count;
 }
 
 /**
@@ -288,12 +298,16 @@ function recoverFiles(
   recover(store, report, onProgress, regions);
 }
 
-/** After an unclean shutdown: see recoverPile. */
-function recover(
+/**
+ * After an unclean shutdown, or a holder's death: see recoverPile. `unreachedBodies`: see
+ * RecoveryHost (a holder's repair).
+ */
+export function recover(
   store: RecordStore,
   report: RecoveryReport,
   onProgress: PileOptions['onProgress'],
   regions: Array<[number, number]> | undefined,
+  unreachedBodies?: (bodies: Set<number>) => void,
 ): void {
   const fmt = store.fmt;
   recoverPile(
@@ -314,6 +328,7 @@ function recover(
       setRecovering: (on) => {
         store.recovering = on;
       },
+      unreachedBodies,
     },
     onProgress,
     regions,

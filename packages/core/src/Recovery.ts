@@ -94,6 +94,13 @@ export interface RecoveryHost {
   linkTarget(seg: Segment, off: number): number;
   /** On while recovery runs: the pile then only marks the blocks it releases free (no free lists yet). */
   setRecovering(on: boolean): void;
+  /**
+   * Given the bodies in scanned regions that no scanned link reaches, keeps in the set only those
+   * to free. Unset: those that links of the segments not scanned reach are kept (linksElsewhere,
+   * a walk of the rest of the pile); a repair after a holder's death knows the one body that
+   * holder may have left unlinked instead (HolderRepair).
+   */
+  readonly unreachedBodies?: ((bodies: Set<number>) => void) | undefined;
 }
 
 /**
@@ -295,7 +302,10 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
       r.tornRecords++;
     }
   }
-  if (regions !== undefined && bodies.size > 0) linksElsewhere(host, scan, bodies);
+  if (regions !== undefined && bodies.size > 0) {
+    if (host.unreachedBodies !== undefined) host.unreachedBodies(bodies);
+    else linksElsewhere(host, scan, bodies);
+  }
   // Where a walk stopped at damage, links past that point were not seen: a body that looks
   // unreached may be reached from there, so none is freed.
   if (r.corrupt.length > 0) bodies.clear();

@@ -2,6 +2,7 @@ import type { Allocator } from './Allocator';
 import { STAT_FIELDS, relist } from './AllocatorCheckpoint';
 import { compileCached } from './CodeCache';
 import { COORD, type CoordFile } from './CoordFile';
+import { repairTouched } from './HolderRepair';
 import { repairPile } from './PileFiles';
 import type { RecordStore } from './RecordStore';
 import type { RecoveryReport } from './Recovery';
@@ -11,8 +12,9 @@ import { WriterTurn, type TurnHost } from './WriterTurn';
 
 /**
  * The writer turn of a read-write mapped pile, with its shared state: the allocator works on the
- * free-list heads and dirty marks in pile.coord from now on. A holder's death is repaired by the
- * recovery an unclean open runs (reported in `report`), then a checkpoint. Undefined (no turn) for
+ * free-list heads and dirty marks in pile.coord from now on. A holder's death is repaired by a
+ * rescan of the segments its turn touched (HolderRepair), or where that can not be trusted by the
+ * recovery an unclean open runs, then a checkpoint (reported in `report`). Undefined (no turn) for
  * a pile without pile.coord mapped as shared memory: in memory, or a process that writes alone.
  */
 export function shareState(
@@ -23,6 +25,9 @@ export function shareState(
 ): WriterTurn | undefined {
   if (coord?.shared !== true) return undefined;
   const state = new SharedState(coord, store, () => {
+    if (repairTouched(store, report, coord)) return;
+    // From now on the rows are rewritten from pile.meta: a repair after this one dies must do the same.
+    coord.u32[FULL_REPAIR] = 1;
     repairPile(store, report);
     checkpoint();
   });
@@ -53,6 +58,8 @@ if (COORD_FIELDS.length > COORD.COUNTER_SLOTS) throw new Error('coordination fil
 const COUNTERS = COORD.COUNTERS >>> 3;
 const SEGMENT_COUNT = COORD.SEGMENT_COUNT >>> 2;
 const CATALOG_SEQ = COORD.CATALOG_SEQ >>> 2;
+const FULL_REPAIR = COORD.FULL_REPAIR >>> 2;
+const LAST_TAIL = COORD.LAST_TAIL >>> 3;
 
 type CopyFields = (alloc: Allocator, f64: Float64Array) => void;
 /**
@@ -94,6 +101,21 @@ export class SharedState implements TurnHost {
     alloc.rows = this.coord.rows;
     alloc.marks = this.coord.marks;
     alloc.onRows = (count) => this.coord.reserveRows(count);
+    alloc.touched = this.coord.touched;
+    alloc.intent = this.coord.pendingBody;
+  }
+
+  turn(turn: number): void {
+    this.store.alloc.epoch = turn;
+  }
+
+  completed(turn: number): void {
+    const alloc = this.store.alloc;
+    const f64 = this.coord.f64;
+    f64[LAST_TAIL] = alloc.tailAddr;
+    f64[LAST_TAIL + 1] = alloc.tailEnd;
+    f64[LAST_TAIL + 2] = alloc.tailGen;
+    alloc.epoch = turn;
   }
 
   publish(): void {
@@ -135,7 +157,10 @@ export class SharedState implements TurnHost {
     // The segments as far as published and still counted in pile.meta (a dead compact() may have
     // uncounted some since), then recovery brings them to what pile.meta counts.
     this.mapSegments(Math.min(this.coord.segmentCount, this.store.meta!.readHeader().segmentCount));
+    // The state as published before the dead turn began: what a rescan of that turn's segments starts from.
+    takeFields(this.store.alloc, this.coord.f64);
     this.repairFiles();
+    this.coord.pendingBody[0] = 0;
     this.countSegments();
     this.catalogSeq = -1; // published by the release that follows
   }

@@ -42,9 +42,13 @@ export abstract class TurnStore extends RecordStore {
     const turn = this.turn;
     if (turn === undefined) return fn();
     turn.enter();
+    // Inside the outermost batch, each write that returns is complete (see WriterTurn.base).
+    const outer = turn.depth === 1;
+    if (outer) turn.base = 1;
     try {
       return fn();
     } finally {
+      if (outer) turn.base = 0;
       turn.leave();
     }
   }

@@ -7,6 +7,9 @@ const BUSY = native.MUTEX.BUSY;
 const SEQ = COORD.WRITE_SEQ >>> 2;
 const VALID = COORD.STATE_VALID >>> 2;
 const WAITERS = COORD.WAITERS >>> 2;
+const TURN = COORD.TURN >>> 2;
+const REPAIR_FROM = COORD.REPAIR_FROM >>> 2;
+const FULL_REPAIR = COORD.FULL_REPAIR >>> 2;
 
 /** What the turn brings up to date, publishes and repairs: the pile (see SharedState). */
 export interface TurnHost {
@@ -18,6 +21,10 @@ export interface TurnHost {
   repair(): void;
   /** Whether this process made a change since its last publish that others must learn at once: a segment, a catalog change. */
   changed(): boolean;
+  /** This thread's writes from now on stamp the segments they touch with `turn` (COORD.TURN). */
+  turn(turn: number): void;
+  /** The writes so far are complete: what a repair takes as it is, beside the rows, is stored (the tail); then turn(`turn`). */
+  completed(turn: number): void;
 }
 
 /** Sleeper of the hand-over wait: nobody wakes it, Atomics.wait just times out. */
@@ -83,6 +90,11 @@ function releaseAtExit(): void {
 export class WriterTurn {
   /** Enters not yet left (writes running, batches). */
   depth = 0;
+  /**
+   * The depth at which a write that leaves is complete, with nothing of it left half done: 0, or 1
+   * inside the outermost batch (TurnStore.batch). A write inside a write leaves above it.
+   */
+  base = 0;
   /** This thread holds the mutex: while a write runs, and between writes until release(). */
   held = false;
   /** The write sequence as this process last saw or made it. */
@@ -142,7 +154,8 @@ export class WriterTurn {
    * on holding it until the end of the event-loop turn (or the next such leave).
    */
   leave(): void {
-    if (--this.depth !== 0) return;
+    if (--this.depth === this.base) this.completed();
+    if (this.depth !== 0) return;
     if (Atomics.load(this.u32, WAITERS) !== 0) {
       this.release();
       this.handedOver = true;
@@ -201,7 +214,9 @@ export class WriterTurn {
   enterFresh(): void {
     const r = this.lock();
     this.depth = 1;
+    this.base = 0;
     this.hold();
+    this.nextTurn();
     if (r === OWNER_DEAD) this.coord.mutex!.consistent(); // a holder of an earlier life of the file: it is laid out anew
   }
 
@@ -248,7 +263,40 @@ export class WriterTurn {
   /** The mutex is this thread's (lock result `r`): catch up when another process wrote or a holder died. */
   private taken(r: number): void {
     this.hold();
-    if (r === OWNER_DEAD || this.u32[SEQ] !== this.seen) this.catchUp(r === OWNER_DEAD);
+    const u32 = this.u32;
+    if (r === OWNER_DEAD && Atomics.load(u32, VALID) === 1) {
+      // A fresh death: its repair rescans what the dead turn (still the number in TURN) touched.
+      // Recorded before the state is marked invalid, so that a repairer that dies before either
+      // leaves the next to record the same turn; one that dies after leaves the state invalid
+      // and this record for the next, which rescans what it touched too.
+      u32[REPAIR_FROM] = u32[TURN]!;
+      u32[FULL_REPAIR] = 0;
+      Atomics.store(u32, VALID, 0);
+    }
+    this.nextTurn();
+    if (r === OWNER_DEAD || u32[SEQ] !== this.seen) this.catchUp(r === OWNER_DEAD);
+    this.completed();
+  }
+
+  /**
+   * Numbers the writes from now on with a new turn number (0 is never one: segments no turn wrote
+   * hold it): at each take of the mutex (a repair's writes carry it), then after each complete write.
+   */
+  private nextTurn(): void {
+    const turn = (this.u32[TURN]! + 1) >>> 0 || 1;
+    this.u32[TURN] = turn;
+    this.host.turn(turn);
+  }
+
+  /**
+   * A write completed (or the take caught up): a holder that dies from now on left half done only
+   * what it touches under the next number (see HolderRepair). The number moves on after the tail
+   * is stored: a death in between rescans this number's segments too.
+   */
+  private completed(): void {
+    const turn = (this.u32[TURN]! + 1) >>> 0 || 1;
+    this.host.completed(turn);
+    this.u32[TURN] = turn;
   }
 
   /**

@@ -317,7 +317,8 @@ describe('several processes writing one pile', function () {
     if (spawnSync('unshare', ['--pid', '--fork', 'true']).status !== 0) this.skip();
     const wrap = ['unshare', '--pid', '--fork', '--kill-child'];
     // This process keeps the pile open (without writing), so that pile.coord and its mutex stay as the dead left them.
-    const keeper = openPile({ dir });
+    // No checkpoint timer: it could take the turn, and repair, before the second victim opens.
+    const keeper = openPile({ dir, checkpointInterval: 0 });
     const model = new Map<number, [number, boolean, number]>();
     try {
       for (let k = 0; k < 2; k++) {

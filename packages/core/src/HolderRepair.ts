@@ -1,0 +1,90 @@
+import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
+import { CHECKPOINT_FIELDS } from './AllocatorCheckpoint';
+import { SEGMENT_HEADER_SIZE } from './BlockFormat';
+import { COORD, type CoordFile } from './CoordFile';
+import { mapCounted, recover } from './PileFiles';
+import { emptyRecoveryReport, type RecoveryReport } from './Recovery';
+import type { RecordStore } from './RecordStore';
+
+const REPAIR_FROM = COORD.REPAIR_FROM >>> 2;
+const FULL_REPAIR = COORD.FULL_REPAIR >>> 2;
+const CKPT_TAIL = CHECKPOINT_FIELDS.indexOf('tailAddr');
+const LAST_TAIL = COORD.LAST_TAIL >>> 3;
+
+/**
+ * The repair after a holder of the writer turn died, on the same boot (docs/concurrency.md, "A
+ * holder's death"): pile.coord and the segment files are the memory every writer worked on in
+ * place, so only what the dead holder did since its last complete write can be half done. The
+ * segments stamped with a turn from COORD.REPAIR_FROM on (the repairs that died since included),
+ * and any pile.meta counts past those published, are rescanned whole by recovery's passes, which
+ * rebuild their rows; every other row is taken as it is, the tail as the last complete write left
+ * it (COORD.LAST_TAIL), the pile's counters summed from the rows. The one body a growing set() may
+ * have left unlinked is named in pile.coord (COORD.PENDING_BODY), so no link is looked for
+ * elsewhere. The checkpoint's dirty marks stay (a rescanned segment is raised to MARK_WHOLE,
+ * durably, before the rescan writes into it): an unclean open, the recovery after a machine
+ * crash included, finds what it needs as before. No checkpoint follows.
+ *
+ * The caller took the published counters into the allocator and mapped the published segments.
+ * False, with nothing changed but what the general repair (PileFiles.repairPile) redoes, where
+ * this can not be trusted: a repair of that kind died unfinished (COORD.FULL_REPAIR), the dead
+ * turn uncounted segments (compact()), or pile.meta has no checkpoint of this layout.
+ * @throws PILE_CORRUPT, PILE_IO
+ */
+export function repairTouched(store: RecordStore, report: RecoveryReport, coord: CoordFile): boolean {
+  const u32 = coord.u32;
+  const meta = store.meta!;
+  const alloc = store.alloc;
+  const published = coord.segmentCount;
+  const ck = meta.readCheckpoint();
+  const counted = meta.readHeader().segmentCount;
+  if (
+    u32[FULL_REPAIR] !== 0 ||
+    ck === undefined ||
+    ck.state.length !== CHECKPOINT_FIELDS.length ||
+    counted < published ||
+    ck.segmentCount > counted
+  )
+    return false;
+  // The tail as the last complete write left it (WriterTurn.completed): the rows of segments not
+  // touched since agree with it.
+  const fmt = store.fmt;
+  const f64 = coord.f64;
+  const tail = f64[LAST_TAIL]!;
+  const tailEnd = f64[LAST_TAIL + 1]!;
+  const tailSeg = tail !== 0 ? fmt.segmentOf(tail) : -1;
+  if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= counted || tailEnd !== (tailSeg + 1) * fmt.segmentSize)) return false;
+  alloc.tailAddr = tail;
+  alloc.tailEnd = tailEnd;
+  alloc.tailGen = f64[LAST_TAIL + 2]!;
+  const count = mapCounted(store);
+  // The dead turn may have checkpointed: the checkpoint and its marks are pile.meta's.
+  const ckTail = ck.state[CKPT_TAIL]!;
+  alloc.ckptSeq = ck.seq;
+  alloc.ckptSegCount = ck.segmentCount;
+  alloc.ckptTailSeg = ckTail !== 0 ? fmt.segmentOf(ckTail) : -1;
+  alloc.ckptTailOff = ckTail !== 0 ? ckTail - alloc.ckptTailSeg * fmt.segmentSize : 0;
+  alloc.marks.fill(MARK_CLEAN);
+  alloc.marks.set(meta.readMarks(ck.segmentCount));
+  const from = u32[REPAIR_FROM]!;
+  const span = (alloc.epoch - from) >>> 0;
+  const touched = alloc.touched;
+  const regions: Array<[number, number]> = [];
+  for (let i = 0; i < count; i++) {
+    // The tail's segment too: what appends to it added is counted in its row only at a release (foldTail).
+    if (i < published && i !== tailSeg && (touched[i]! - from) >>> 0 > span) continue;
+    regions.push([i, SEGMENT_HEADER_SIZE]);
+    // The rescan merges and lists free runs anywhere in the segment.
+    if (i < ck.segmentCount && alloc.marks[i] !== MARK_WHOLE) {
+      alloc.onMark(i, MARK_WHOLE);
+      alloc.marks[i] = MARK_WHOLE;
+    }
+  }
+  Object.assign(report, emptyRecoveryReport());
+  const pending = coord.pendingBody[0]!;
+  // A body of a scanned segment that no scanned link reaches is the dead set()'s, or is linked
+  // from a segment the dead turn did not write: only the former is freed.
+  recover(store, report, undefined, regions, (bodies) => {
+    for (const b of bodies) if (b !== pending) bodies.delete(b);
+  });
+  return true;
+}

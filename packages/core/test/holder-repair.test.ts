@@ -1,0 +1,188 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { openPile, type Pile, type PilePointer } from '../src';
+import { MetaFile } from '../src/MetaFile';
+import { buildCore } from './fixtures/build-core';
+
+// The repair after a holder of the writer turn died (docs/concurrency.md, "A holder's death"): it
+// rescans only the segments the dead holder touched since its last complete write, whatever was
+// marked since the checkpoint, and leaves the dirty marks for an unclean open. The holders are
+// child processes killed at the core's fault points; the test process, which keeps the pile open
+// (so that pile.coord lives on), repairs at its next write.
+
+const VICTIM = path.join(__dirname, 'fixtures', 'holder-victim.js');
+/** Segments of the pile each test starts from; all are marked since its checkpoint. */
+const SEGS = 10;
+const PAD = 'r'.repeat(2000);
+
+const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Runs the victim until it is killed; returns its lines. */
+function victim(dir: string, env: Record<string, string>): Record<string, unknown>[] {
+  const r = spawnSync(process.execPath, [VICTIM], { env: { ...process.env, PILE_DIR: dir, ...env }, encoding: 'utf8' });
+  expect(r.signal, `${JSON.stringify(env)}: ${r.stderr}`).to.equal('SIGKILL');
+  return r.stdout
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** The dirty marks pile.meta holds for segments 0..count-1. */
+function marks(dir: string, count: number): number[] {
+  const meta = MetaFile.open(dir, true)!;
+  try {
+    return [...meta.readMarks(count)];
+  } finally {
+    meta.close();
+  }
+}
+
+describe('repair after a holder of the writer turn died', function () {
+  this.timeout(300_000);
+  let tmp: string;
+  let dir: string;
+  let pile: Pile;
+  /** Live records: pointer -> value. */
+  let model: Map<PilePointer, unknown>;
+
+  before(() => buildCore());
+  beforeEach(async () => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-holder-'));
+    dir = path.join(tmp, 'pile');
+    model = new Map();
+    const first = openPile({ dir, segmentSize: 1 << 20 });
+    const ptrs: PilePointer[] = [];
+    for (let i = 0; first.stats.segmentCount <= SEGS; i++) {
+      const value = { i, pad: PAD };
+      const p = first.put(value);
+      model.set(p, value);
+      ptrs.push(p);
+    }
+    first.close(); // the checkpoint
+    pile = openPile({ dir, checkpointInterval: 0, checkpointBytes: 1 << 30 });
+    // One record deleted in every segment: each is marked since the checkpoint.
+    const perSeg = Math.floor(ptrs.length / SEGS);
+    for (let s = 0; s < SEGS; s++) {
+      const p = ptrs[s * perSeg + 1]!;
+      expect(pile.delete(p)).to.equal(true);
+      model.delete(p);
+    }
+    expect(marks(dir, SEGS).filter((m) => m !== 0).length, 'every segment marked since the checkpoint').to.equal(SEGS);
+    await tick(); // the turn is let go
+  });
+  afterEach(() => {
+    pile.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  /** The test process's next write repairs; then every live record is there and verify holds. */
+  function repairAndCheck(): Pile['lastRecovery'] {
+    const after = pile.put('after');
+    const report = { ...pile.lastRecovery };
+    expect(report.ran, 'the next write repaired').to.equal(true);
+    expect(report.full).to.equal(false);
+    expect(report.corrupt).to.deep.equal([]);
+    expect(pile.get(after)).to.equal('after');
+    for (const [p, v] of model) expect(pile.get(p), `record ${p}`).to.deep.equal(v);
+    expect(pile.stats.objectCount).to.equal(model.size + 1);
+    const v = pile.verify();
+    expect(v.ok, JSON.stringify(v).slice(0, 2000)).to.equal(true);
+    return report;
+  }
+
+  const target = (): PilePointer => [...model.keys()][Math.floor(model.size / 3)]!;
+
+  it('a growing set killed before its journal: its body is freed, and only the segments it touched are rescanned', () => {
+    const p = target();
+    victim(dir, { PILE_OP: 'grow-set', PILE_PTR: String(p), PILE_KILL_AT: 'journal-written' });
+    const r = repairAndCheck();
+    expect(r.orphansFreed, 'the body no journal links (and any old catalog block of the segments rescanned)').to.be.at.least(1);
+    expect(r.journalsReplayed).to.equal(0);
+    // The record's segment, the body's, the journal's and a free list's: not the SEGS marked since the checkpoint.
+    expect(r.regionsScanned).to.be.within(1, 4);
+    expect(marks(dir, SEGS).filter((m) => m !== 0).length, 'the marks stay').to.equal(SEGS);
+  });
+
+  it('a growing set killed after its journal is committed: the repair replays it, rescanning only what the set touched', () => {
+    const p = target();
+    victim(dir, { PILE_OP: 'grow-set', PILE_PTR: String(p), PILE_KILL_AT: 'journal-committed' });
+    model.set(p, { grown: 'g'.repeat(5000) });
+    const r = repairAndCheck();
+    expect(r.journalsReplayed).to.equal(1);
+    expect(r.regionsScanned).to.be.within(1, 4);
+  });
+
+  it('a holder killed between complete writes of a batch: nothing is rescanned but the segments it added', () => {
+    const before = pile.stats.segmentCount;
+    const lines = victim(dir, { PILE_OP: 'puts', PILE_KILL_AT: 'holding' });
+    for (const l of lines) if (l.p !== undefined) model.set(l.p as PilePointer, { victim: l.i, pad: 'v'.repeat(2000) });
+    expect(lines.filter((l) => l.p !== undefined).length).to.equal(100);
+    const r = repairAndCheck();
+    // Added by the dead turn, not published: rescanned whole. Every other segment is taken as it is.
+    expect(r.regionsScanned).to.equal(pile.stats.segmentCount - before);
+  });
+
+  it('a put killed after the meta file counted its new segment: the repair rescans the new segment', () => {
+    const before = pile.stats.segmentCount;
+    const lines = victim(dir, { PILE_OP: 'puts', PILE_KILL_AT: 'segment-counted' });
+    for (const l of lines) if (l.p !== undefined) model.set(l.p as PilePointer, { victim: l.i, pad: 'v'.repeat(2000) });
+    const r = repairAndCheck();
+    expect(pile.stats.segmentCount).to.be.greaterThan(before);
+    expect(r.regionsScanned).to.be.within(1, pile.stats.segmentCount - before);
+  });
+
+  for (const point of ['recovery-replay', 'region-walked'] as const) {
+    it(`a repairer killed in its repair (${point}): the next repair rescans what both dead turns touched`, () => {
+      const p = target();
+      victim(dir, { PILE_OP: 'grow-set', PILE_PTR: String(p), PILE_KILL_AT: 'journal-committed' });
+      // This one repairs as it opens, and dies there.
+      victim(dir, { PILE_OP: 'none', PILE_KILL_AT: point });
+      model.set(p, { grown: 'g'.repeat(5000) });
+      const r = repairAndCheck();
+      expect(r.regionsScanned).to.be.within(1, 4);
+    });
+  }
+
+  it('after a repair, an unclean open of the same boot scans every segment marked since the checkpoint, and of another boot every segment', () => {
+    const p = target();
+    victim(dir, { PILE_OP: 'grow-set', PILE_PTR: String(p), PILE_KILL_AT: 'journal-written' });
+    expect(repairAndCheck().regionsScanned).to.be.at.most(4);
+    // What a crash of every process (same boot) or of the machine (another boot) leaves: the files
+    // as they are now, the pile open (not marked clean).
+    const n = pile.stats.segmentCount;
+    const sameBoot = path.join(tmp, 'same-boot');
+    const otherBoot = path.join(tmp, 'other-boot');
+    fs.cpSync(dir, sameBoot, { recursive: true });
+    fs.cpSync(dir, otherBoot, { recursive: true });
+    const meta = MetaFile.open(otherBoot, false)!;
+    let since: number;
+    try {
+      const ck = meta.readCheckpoint()!;
+      since = n - ck.segmentCount;
+      meta.writeCheckpoint({ ...ck, bootId: 'another-boot' });
+    } finally {
+      meta.close();
+    }
+    // Segments added since the checkpoint are scanned unmarked.
+    const marked = marks(sameBoot, n - since).filter((m) => m !== 0).length;
+    expect(marked).to.be.at.least(SEGS);
+    for (const [copy, full] of [
+      [sameBoot, false],
+      [otherBoot, true],
+    ] as const) {
+      const other = openPile({ dir: copy });
+      try {
+        expect(other.lastRecovery.ran, copy).to.equal(true);
+        expect(other.lastRecovery.full, copy).to.equal(full);
+        expect(other.lastRecovery.regionsScanned, copy).to.equal(full ? n : marked + since);
+        for (const [q, v] of model) expect(other.get(q), `record ${q}`).to.deep.equal(v);
+        expect(other.verify().ok).to.equal(true);
+      } finally {
+        other.close();
+      }
+    }
+  });
+});

@@ -60,16 +60,19 @@ const GIVE_UP_MS = 10_000;
 function beginChange(u32: Uint32Array): boolean {
   const s = u32[SEQ_WORD]!;
   if ((s & 1) !== 0) return false;
-  if (PLAIN_STORES) u32[SEQ_WORD] = (s + 1) >>> 0;
-  else Atomics.store(u32, SEQ_WORD, (s + 1) >>> 0);
+  moveOn(u32, s);
   return true;
 }
 
 /** Ends the change {@link beginChange} began (when it returned true). */
 function endChange(u32: Uint32Array, began: boolean): void {
-  if (!began) return;
-  if (PLAIN_STORES) u32[SEQ_WORD] = (u32[SEQ_WORD]! + 1) >>> 0;
-  else Atomics.store(u32, SEQ_WORD, (u32[SEQ_WORD]! + 1) >>> 0);
+  if (began) moveOn(u32, u32[SEQ_WORD]!);
+}
+
+/** The writer's store of the word after `s` (see PLAIN_STORES). */
+function moveOn(u32: Uint32Array, s: number): void {
+  if (PLAIN_STORES) u32[SEQ_WORD] = (s + 1) >>> 0;
+  else Atomics.store(u32, SEQ_WORD, (s + 1) >>> 0);
 }
 
 /**

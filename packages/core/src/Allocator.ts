@@ -71,9 +71,9 @@ export class Allocator {
   onRows: (count: number) => void = () => {};
   /** @internal What appends to the tail's segment added, not yet in its row nor in the counters below (SegmentRows' foldTail). */
   pendSeg = -1;
-  pendAlloc = 0;
-  pendUtil = 0;
-  pendObj = 0;
+  /** @internal */ pendAlloc = 0;
+  /** @internal */ pendUtil = 0;
+  /** @internal */ pendObj = 0;
   allocatedBytes = 0;
   freeBytes = 0;
   utilizedBytes = 0;

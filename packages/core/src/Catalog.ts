@@ -125,19 +125,31 @@ export class Catalog implements StructureStore {
     const addr = host.fmt.addressOf(ptr);
     const next: CatalogSlot = { seq: (this.slot.seq + 1) >>> 0, addr };
     const which: 0 | 1 = this.slotIndex === 0 ? 1 : 0;
+    const old = this.addr;
     try {
       faultPoints.hit?.('catalog-written');
+      // A death between the slot write and the old record's release leaves that record behind;
+      // recovery and a holder's repair free every catalog record but the current one only in the
+      // segments they rescan, so its segment is marked written (and touched by this turn) first.
+      if (old !== 0) this.touchRecord(old);
       host.meta!.writeSlot(which, next);
     } catch (err) {
       // No slot names the new record: it is not the catalog, so it must not stay allocated.
       host.release(addr);
       throw err;
     }
-    const old = this.addr;
+    faultPoints.hit?.('catalog-named');
     this.slot = next;
     this.slotIndex = which;
     this.addr = addr;
     if (old !== 0 && freeOld) host.release(old);
+  }
+
+  /** Marks the segment of the catalog record at `addr` as written by this turn (Allocator.touch). */
+  private touchRecord(addr: number): void {
+    const { fmt, alloc } = this.host;
+    const segIdx = fmt.segmentOf(addr);
+    alloc.touch(segIdx, addr - segIdx * fmt.segmentSize);
   }
 
   /** Reads the catalog `slot` names; false when the slot's record is not a valid catalog. */

@@ -24,6 +24,8 @@ export type FaultPoint =
   | 'journal-committed'
   /** A new catalog record is committed; no meta file slot names it yet. */
   | 'catalog-written'
+  /** A meta file slot names the new catalog record; the old record is not freed yet. */
+  | 'catalog-named'
   /** The meta file counts a new segment; the allocator has not made it its tail yet. */
   | 'segment-counted'
   /** A checkpoint saved the rows of the segments written since the last one; its state (which names them) is not saved yet. */

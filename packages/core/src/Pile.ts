@@ -418,7 +418,8 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     this.open();
     this.turn?.enter(); // no other process writes meanwhile
     const linkHolds = (seg: Segment, off: number): boolean => this.locateBody(seg, off);
-    return verifyPile(this.segments, this.alloc, this.readonly, linkHolds, onProgress);
+    const catalogAddr = this.readonly || !this.persistent ? undefined : this.catalog.address;
+    return verifyPile(this.segments, this.alloc, this.readonly, linkHolds, onProgress, catalogAddr);
   }
 
   /**
@@ -451,9 +452,14 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     return result;
   }
 
-  /** Clean shutdown (see closeFiles: the last writer to close marks the pile clean). Idempotent. */
+  /**
+   * Clean shutdown (see closeFiles: the last writer to close marks the pile clean). Idempotent.
+   * Inside batch(fn) it releases the batch's writer turn first; writes after it throw PILE_CLOSED.
+   * @throws PILE_REENTRANT from code that runs inside a write of this pile; PILE_IO
+   */
   close(): void {
     if (this.closed) return;
+    this.closable();
     try {
       if (this.persistent && !this.readonly) closeFiles(this, this.coord, this.turn, () => this.checkpoint());
     } finally {

@@ -145,9 +145,10 @@ export function closeFiles(store: RecordStore, coord: CoordFile | undefined, tur
   const meta = store.meta;
   if (meta === undefined) return;
   // The init lock is taken before the turn: a turn this thread still holds (since its last write,
-  // or a checkpoint timer's, until setImmediate) is let go first, or another closer holding the
-  // init lock would wait for it while this one waits for the init lock.
-  turn?.release();
+  // a checkpoint timer's until setImmediate, or a batch's when close() runs inside batch(fn)) is let
+  // go first, or another closer holding the init lock would wait for it while this one waits for
+  // the init lock.
+  turn?.leaveBatches();
   coord?.holdInit();
   turn?.enter();
   for (const seg of store.segments) seg.sync();

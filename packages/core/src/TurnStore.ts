@@ -1,4 +1,5 @@
 import type { CoordFile } from './CoordFile';
+import { encodeGuard } from './EncodeGuard';
 import { PileError } from './PileError';
 import { RecordStore } from './RecordStore';
 import type { WriterTurn } from './WriterTurn';
@@ -11,6 +12,8 @@ import type { WriterTurn } from './WriterTurn';
 export abstract class TurnStore extends RecordStore {
   /** pile.coord (docs/concurrency.md): the state shared with the other processes of this pile. */
   protected coord: CoordFile | undefined;
+  /** batch() calls running: the turn's depth beyond them is a write running (see closable). */
+  private batches = 0;
 
   /**
    * For @pile/cache and @pile/graph, which change their raw blocks in place outside the writer
@@ -45,12 +48,29 @@ export abstract class TurnStore extends RecordStore {
     // Inside the outermost batch, each write that returns is complete (see WriterTurn.base).
     const outer = turn.depth === 1;
     if (outer) turn.base = 1;
+    this.batches++;
     try {
       return fn();
     } finally {
+      this.batches--;
       if (outer) turn.base = 0;
-      turn.leave();
+      // Nothing to leave when fn closed the pile (close() let the turn go: WriterTurn.leaveBatches).
+      if (turn.depth !== 0) turn.leave();
     }
+  }
+
+  /**
+   * close() may run between writes, inside batch(fn) included, not from code a write of this pile
+   * runs (a getter or toJSON of a value being stored, an onProgress callback): that write would go
+   * on writing into the closed pile after close() returned.
+   * @throws PILE_REENTRANT
+   */
+  protected closable(): void {
+    if (encodeGuard.depth === 0 && (this.turn === undefined || this.turn.depth <= this.batches)) return;
+    throw new PileError(
+      'PILE_REENTRANT',
+      `close() of pile ${this.dir ?? '(in memory)'} from code that runs inside one of its writes (a getter, toJSON, zod transform or onProgress callback); close after the write returns (inside batch(fn) itself close() is allowed)`,
+    );
   }
 }
 

@@ -28,6 +28,12 @@ export interface VerifyReport {
   unaccountedBytes: number;
   /** Counters that disagree with what the walk found. */
   statsErrors: string[];
+  /**
+   * Blocks nothing can reach, whose space is lost: a catalog record other than the one the meta
+   * file's catalog slot names (a writer died between naming a new catalog and freeing the old one,
+   * and no recovery scanned that segment since). Checked by writers only, like the counters.
+   */
+  unreachable: CorruptRecord[];
 }
 
 /** A damaged spot at `off` of `seg`, naming its file when it has one. */
@@ -73,7 +79,8 @@ type Seen = { allocated: number; utilized: number; free: number; objects: number
  * Pile.verify(): walks every block of every segment, checks each record's checksum and each link,
  * and (for a writer, whose allocator state is live) the free lists and the counters against what
  * the walk found. Never throws on damage. `linkHolds` tells whether the link block at `off`
- * points at a live body.
+ * points at a live body; `catalogAddr` (a writer's) is the current catalog record's address: any
+ * other catalog record is reported unreachable.
  */
 export function verifyPile(
   segments: readonly Segment[],
@@ -81,6 +88,7 @@ export function verifyPile(
   readonly: boolean,
   linkHolds: (seg: Segment, off: number) => boolean,
   onProgress?: (p: { phase: string; done: number; total: number }) => void,
+  catalogAddr?: number,
 ): VerifyReport {
   const segmentSize = alloc.segmentSize;
   const report: VerifyReport = {
@@ -91,6 +99,7 @@ export function verifyPile(
     freeListErrors: 0,
     unaccountedBytes: 0,
     statsErrors: [],
+    unreachable: [],
   };
   const seen: Seen = { allocated: 0, utilized: 0, free: 0, objects: 0, links: 0, freeBlocks: 0 };
   if (!readonly) foldTail(alloc); // the rows are checked
@@ -126,6 +135,10 @@ export function verifyPile(
             seen.links++;
             if (!linkHolds(seg, off)) report.corrupt.push(corruptAt(seg, off, 'link to a block that is not a live body'));
           }
+        } else if (kind === KIND_CATALOG && catalogAddr !== undefined && seg.index * segmentSize + off !== catalogAddr) {
+          report.unreachable.push(
+            corruptAt(seg, off, `a catalog record the catalog slots do not name (the current one is at ${catalogAddr})`),
+          );
         }
       } else if (state === STATE_FREE) {
         if (!alloc.checkFree(seg, off)) report.corrupt.push(corruptAt(seg, off, 'free block header damaged (check words do not match)'));
@@ -158,6 +171,10 @@ export function verifyPile(
     }
   }
   report.ok =
-    report.corrupt.length === 0 && report.freeListErrors === 0 && report.unaccountedBytes === 0 && report.statsErrors.length === 0;
+    report.corrupt.length === 0 &&
+    report.freeListErrors === 0 &&
+    report.unaccountedBytes === 0 &&
+    report.statsErrors.length === 0 &&
+    report.unreachable.length === 0;
   return report;
 }

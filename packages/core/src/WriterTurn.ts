@@ -198,6 +198,17 @@ export class WriterTurn {
     this.coord.mutex!.unlock();
   }
 
+  /**
+   * close() inside batch(fn) (TurnStore.closable made sure no write runs): the writes the batches
+   * made so far are complete, each having returned, so the turn is released as at the end of the
+   * outermost batch, and the batches' own leaves then find nothing to leave.
+   */
+  leaveBatches(): void {
+    this.depth = 0;
+    this.base = 0;
+    this.release();
+  }
+
   /** Lets go of the turn without publishing, if this thread holds it: an open or close that failed. */
   abandon(): void {
     this.depth = 0;

@@ -4,8 +4,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile, type PilePointer } from '../src';
+import { KIND_CATALOG, SEGMENT_HEADER_SIZE, STATE_USED, kindOf, stateOf } from '../src/BlockFormat';
 import { MetaFile } from '../src/MetaFile';
+import { segmentFileName } from '../src/Segment';
 import { buildCore } from './fixtures/build-core';
+import { where } from './fixtures/pile-files';
 
 // The repair after a holder of the writer turn died (docs/concurrency.md, "A holder's death"): it
 // rescans only the segments the dead holder touched since its last complete write, whatever was
@@ -17,6 +20,11 @@ const VICTIM = path.join(__dirname, 'fixtures', 'holder-victim.js');
 /** Segments of the pile each test starts from; all are marked since its checkpoint. */
 const SEGS = 10;
 const PAD = 'r'.repeat(2000);
+/**
+ * The root the set-root victim sets: a name so long that the new catalog record fits none of the
+ * holes the deletes left, and goes to the tail's segment, not the old record's (segment 0).
+ */
+const ROOT = `victim-root-${'n'.repeat(3000)}`;
 
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -38,6 +46,23 @@ function marks(dir: string, count: number): number[] {
   } finally {
     meta.close();
   }
+}
+
+/** Addresses of the catalog records (used blocks of the catalog kind) in the segment files of `dir`, read from the files. */
+function catalogRecords(dir: string): number[] {
+  const found: number[] = [];
+  for (let i = 0; fs.existsSync(path.join(dir, segmentFileName(i))); i++) {
+    const b = fs.readFileSync(path.join(dir, segmentFileName(i)));
+    const u32 = new Uint32Array(b.buffer, b.byteOffset, b.length >>> 2);
+    for (let off = SEGMENT_HEADER_SIZE; off < b.length;) {
+      const size = u32[off >>> 2]!;
+      const w = u32[(off >>> 2) + 1]!;
+      if (stateOf(w) === STATE_USED && kindOf(w) === KIND_CATALOG) found.push(i * b.length + off);
+      expect(size, `block size at ${off} of segment ${i}`).to.be.greaterThan(0);
+      off += size;
+    }
+  }
+  return found;
 }
 
 describe('repair after a holder of the writer turn died', function () {
@@ -99,7 +124,10 @@ describe('repair after a holder of the writer turn died', function () {
     const p = target();
     victim(dir, { PILE_OP: 'grow-set', PILE_PTR: String(p), PILE_KILL_AT: 'journal-written' });
     const r = repairAndCheck();
-    expect(r.orphansFreed, 'the body no journal links (and any old catalog block of the segments rescanned)').to.be.at.least(1);
+    // The value's new msgpack record shape made a new catalog, the old one kept until the value is
+    // written: the repair frees both the body and that old catalog record.
+    expect(r.orphansFreed, 'the body no journal links, and the catalog record before the new shape').to.equal(2);
+    expect(catalogRecords(dir)).to.have.length(1);
     expect(r.journalsReplayed).to.equal(0);
     // The record's segment, the body's, the journal's and a free list's: not the SEGS marked since the checkpoint.
     expect(r.regionsScanned).to.be.within(1, 5);
@@ -112,7 +140,71 @@ describe('repair after a holder of the writer turn died', function () {
     model.set(p, { grown: 'g'.repeat(5000) });
     const r = repairAndCheck();
     expect(r.journalsReplayed).to.equal(1);
+    expect(r.orphansFreed, "the catalog record before the value's new record shape").to.equal(1);
+    expect(catalogRecords(dir)).to.have.length(1);
     expect(r.regionsScanned).to.be.within(1, 5);
+  });
+
+  it('a setRoot killed after the slot names its new catalog record: the repair frees the old record', () => {
+    const p = target();
+    const [old] = catalogRecords(dir);
+    expect(catalogRecords(dir)).to.deep.equal([old]);
+    victim(dir, { PILE_OP: 'set-root', PILE_ROOT: ROOT, PILE_PTR: String(p), PILE_KILL_AT: 'catalog-named' });
+    const both = catalogRecords(dir);
+    expect(both, 'the old record and the new one').to.have.length(2);
+    expect(
+      both.map((a) => Math.floor(a / (1 << 20))),
+      'the new record lies in another segment than the old one',
+    ).to.deep.equal([0, pile.stats.segmentCount - 1]);
+    const r = repairAndCheck();
+    expect(pile.getRoot(ROOT), 'the slot names the new catalog').to.equal(p);
+    expect(r.orphansFreed, 'the old catalog record').to.equal(1);
+    const now = catalogRecords(dir);
+    expect(now).to.have.length(1);
+    expect(now[0]).to.not.equal(old);
+    pile.close();
+    pile = openPile({ dir });
+    expect(pile.lastRecovery.ran).to.equal(false);
+    expect(pile.getRoot(ROOT)).to.equal(p);
+    expect(pile.stats.objectCount).to.equal(model.size + 1);
+    expect(pile.verify().unreachable).to.deep.equal([]);
+    expect(catalogRecords(dir)).to.have.length(1);
+  });
+
+  it('a setRoot killed before the slot names its new catalog record: the repair frees the new record', () => {
+    const p = target();
+    const [old] = catalogRecords(dir);
+    victim(dir, { PILE_OP: 'set-root', PILE_ROOT: ROOT, PILE_PTR: String(p), PILE_KILL_AT: 'catalog-written' });
+    expect(catalogRecords(dir)).to.have.length(2);
+    const r = repairAndCheck();
+    expect(pile.getRoot(ROOT)).to.equal(undefined);
+    expect(r.orphansFreed, 'the new catalog record').to.equal(1);
+    expect(catalogRecords(dir)).to.deep.equal([old]);
+  });
+
+  it('a setRoot killed after the slot names its new catalog record, with no process left: the recovery of the next open frees the old record', () => {
+    const p = target();
+    pile.close(); // a checkpoint: the old record's segment is not marked since
+    victim(dir, { PILE_OP: 'set-root', PILE_ROOT: ROOT, PILE_PTR: String(p), PILE_KILL_AT: 'catalog-named' });
+    expect(catalogRecords(dir)).to.have.length(2);
+    pile = openPile({ dir });
+    expect(pile.lastRecovery.ran).to.equal(true);
+    expect(pile.lastRecovery.full).to.equal(false);
+    expect(pile.lastRecovery.orphansFreed, 'the old catalog record').to.equal(1);
+    expect(pile.getRoot(ROOT)).to.equal(p);
+    expect(catalogRecords(dir)).to.have.length(1);
+    expect(pile.stats.objectCount).to.equal(model.size);
+    const v = pile.verify();
+    expect(v.ok, JSON.stringify(v).slice(0, 2000)).to.equal(true);
+  });
+
+  it('verify() reports a catalog record the catalog slots do not name', () => {
+    const store = pile as unknown as { storeCatalog(bytes: Uint8Array): number };
+    const leaked = pile.batch(() => store.storeCatalog(Buffer.from('{"roots":{}}')));
+    const v = pile.verify();
+    expect(v.ok).to.equal(false);
+    expect(v.corrupt).to.deep.equal([]);
+    expect(v.unreachable.map((u) => ({ segment: u.segment, offset: u.offset }))).to.deep.equal([where(leaked as PilePointer)]);
   });
 
   it('a holder killed between complete writes of a batch: nothing is rescanned but the segments it added and the tail segment', () => {

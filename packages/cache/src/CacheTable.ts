@@ -79,7 +79,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
   /** @internal */ readonly speculative: boolean;
   /** @internal */ stores = 0;
   /** @internal */ growRetryAt = 0;
-  private dropped = false;
+  /** @internal Dropped: by this cache, or found dropped by the pile's writer (a read-only cache). */ dropped = false;
   private readonly eviction = new EvictionPool();
   /** @internal No live entry expires before this time (ms): until then `count` needs no sweep (TableState). */
   expiryKnownUntil = 0;

@@ -1,6 +1,6 @@
 import { PileError, ReadRetry, isPileError, type PilePointer } from '@pile/core';
 import { SEQ_WORD } from './CoreBindings';
-import { underTableCheck, type CheckedTable } from './CheckedRead';
+import { droppedError, underTableCheck, type CheckedTable } from './CheckedRead';
 import { H_COUNT, H_EXPIRING, HEADER_WORDS, S_HITS, S_MISSES, addStats, zeroStats } from './EntryFormat';
 import type { SlotIndex } from './SlotIndex';
 import type { TableStats } from './TableTypes';
@@ -30,7 +30,8 @@ export function liveHeader(t: CheckedTable): Float64Array {
       if (!isPileError(err, 'PILE_STALE_POINTER')) throw err;
       // Only a drop frees the header, after the catalog stopped naming the table.
       if (t.host.storedIndex(t.meta.id) === undefined) {
-        throw new PileError('PILE_CLOSED', `cache table '${t.meta.name}' was dropped by the pile's writer`);
+        t.markDropped();
+        throw droppedError(t);
       }
       throw new PileError('PILE_CORRUPT', `cache table '${t.meta.name}': its header block ${t.meta.header} is not live (${err.message})`);
     }

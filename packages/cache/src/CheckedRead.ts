@@ -20,6 +20,8 @@ export interface CheckedTable extends TableState {
   idxVersion: number;
   /** After a hit of the find: the entry (host.mem) was stored before the hook's epoch. */
   belowEpoch(hook: TableHook): boolean;
+  /** The table was found dropped: every later call throws PILE_CLOSED at once. */
+  markDropped(): void;
 }
 
 /** An attempt that met a writer's change: made again. */
@@ -86,14 +88,39 @@ export function underTableCheck<R, A>(
           r = once(t, s, arg);
         } catch (err) {
           // Read during a change of the index (chunks freed by a rehash read as garbage): not reported.
-          if (Atomics.load(w, SEQ_WORD) === s) throw err;
+          if (Atomics.load(w, SEQ_WORD) === s) throw droppedOr(t, err);
           r = AGAIN;
         }
         if (r !== AGAIN && Atomics.load(w, SEQ_WORD) === s) return r;
       }
     } else if (missDuringResize && v !== t.idxVersion && t.idxVersion !== UNKNOWN_VERSION) return undefined as R;
+    // The seqlock words lie in the header block, which a drop frees for reuse: what they hold then
+    // means nothing (an odd word would be waited for until PILE_LOCKED), so a retry first makes sure
+    // the table is still there.
+    if (retry === undefined) {
+      const dropped = droppedOr(t, undefined);
+      if (dropped !== undefined) throw dropped;
+    }
     (retry ??= new ReadRetry()).pause(`${what} of cache table '${t.meta.name}'`, w, s);
   }
+}
+
+/**
+ * PILE_CLOSED when the writer dropped table `t` (its header block is no longer live and the
+ * catalog does not name it; the table is marked dropped), else `err`. A read of a dropped table
+ * meets its freed blocks, perhaps reused: whatever it made of them (a freed record, a record that
+ * is not one of its entries, garbage) is reported as the drop, never as damage.
+ */
+function droppedOr<E>(t: CheckedTable, err: E): E | PileError {
+  const pile = t.host.pile;
+  if (pile.has(t.meta.header as PilePointer) || t.host.storedIndex(t.meta.id) !== undefined) return err;
+  t.markDropped();
+  return droppedError(t);
+}
+
+/** The error of a read of table `t`, which the pile's writer dropped. */
+export function droppedError(t: CheckedTable): PileError {
+  return new PileError('PILE_CLOSED', `cache table '${t.meta.name}' was dropped by the pile's writer`);
 }
 
 /**
@@ -109,7 +136,8 @@ export function underTableCheck<R, A>(
 export function staleOrDamaged(t: CheckedTable, s: number, i: number, p: number, err: Error): typeof AGAIN | PileError {
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s || t.idx.ptr(i) !== p) return AGAIN;
   if (t.host.storedIndex(t.meta.id) === undefined) {
-    return new PileError('PILE_CLOSED', `cache table '${t.meta.name}' was dropped by the pile's writer`);
+    t.markDropped();
+    return droppedError(t);
   }
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s || t.idx.ptr(i) !== p) return AGAIN;
   return new PileError(
@@ -200,7 +228,10 @@ function reloadIndex(t: CheckedTable, s: number, v: number): boolean {
     throw err;
   }
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s) return false;
-  if (idx === undefined) throw new PileError('PILE_CLOSED', `cache table '${t.meta.name}' was dropped by the pile's writer`);
+  if (idx === undefined) {
+    t.markDropped();
+    throw droppedError(t);
+  }
   t.idx = idx;
   t.meta.capacity = idx.capacity;
   t.meta.chunks = idx.blocks.slice();

@@ -129,6 +129,12 @@ export class PileCache implements CacheHost {
       throw invalidOption('name', `a table name must be a non-empty string of at most ${MAX_NAME_LENGTH} characters`);
     }
     let existing = this.byName.get(name) as CacheTable<V> | undefined;
+    if (this.readonly && existing !== undefined && (existing.dropped || !this.pile.has(existing.meta.header as PilePointer))) {
+      // Dropped by the pile's writer (found by a read, or its header block freed): a table made again under the name is another table.
+      this.byName.delete(name);
+      existing.markDropped();
+      existing = undefined;
+    }
     if (existing === undefined && this.readonly) existing = this.tableMadeSince(name) as CacheTable<V> | undefined;
     if (existing !== undefined) return this.reopenTable(existing, options);
     this.writable();
@@ -341,13 +347,24 @@ export class PileCache implements CacheHost {
    * open, opened; undefined when the catalog has none of that name.
    */
   private tableMadeSince(name: string): CacheTable<unknown> | undefined {
-    const loaded = loadCatalog(this.pile);
-    const meta = loaded.catalog.tables.find((m) => m.name === name);
-    if (meta === undefined) return undefined;
-    this.catalogPtr = loaded.ptr;
-    const t = this.openTable(meta, undefined);
-    this.byName.set(name, t);
-    return t;
+    for (let attempt = 1; ; attempt++) {
+      const loaded = loadCatalog(this.pile);
+      const meta = loaded.catalog.tables.find((m) => m.name === name);
+      if (meta === undefined) return undefined;
+      this.catalogPtr = loaded.ptr;
+      let t: CacheTable<unknown>;
+      try {
+        t = this.openTable(meta, undefined);
+      } catch (err) {
+        // The writer dropped or resized the table after the catalog was read (its header or chunks
+        // freed): the catalog names something else now, read it again. The same entry: damage.
+        const now = loadCatalog(this.pile).catalog.tables.find((m) => m.name === name);
+        if (attempt < 100 && JSON.stringify(now) !== JSON.stringify(meta)) continue;
+        throw err;
+      }
+      this.byName.set(name, t);
+      return t;
+    }
   }
 
   /** @internal */

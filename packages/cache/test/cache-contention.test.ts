@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { lineChild, writerBesideReaders } from '../../core/test/fixtures/line-child';
 import { isPileError } from '@pile/core';
 import { openCache } from '../src';
+import { DROP_KEYS, DROP_TABLE, roundValue } from './fixtures/drop-values';
 
 // Issue 17's "cache under contention" bar (docs/concurrency.md, "Cache tables beside a writer"):
 // a writer process fills a table past two grows and evicts under maxMemory (and deletes keys,
@@ -164,5 +165,50 @@ describe('cache tables read by other processes while one writes', function () {
     }
     expect(failed).to.equal(1);
     damaged.close();
+  });
+
+  // dropTable beside readers: the dropped table's header, index and entries are freed and reused by
+  // the table made again under the same name. Before the drop was checked for, a reader's
+  // cache.table(name) kept giving the dropped table (PILE_CLOSED for ever, the new table never
+  // found), and reads of the freed blocks could raise PILE_CORRUPT, PILE_INVALID_POINTER or
+  // PILE_LOCKED instead of PILE_CLOSED.
+  it('two read-only processes get no wrong value and no error but PILE_CLOSED while the writer drops a table and makes it again, and find the new one', async () => {
+    const ROUNDS = 25;
+    const cache = openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 });
+    const fill = (round: number): void => {
+      const t = cache.table<string>(DROP_TABLE, { initialCapacity: 64 }); // grows while it fills
+      for (let i = 0; i < DROP_KEYS; i++) t.put(`k${i}`, roundValue(round, i));
+    };
+    fill(0);
+    const env = { PILE_DIR: dir, PILE_LAST_ROUND: String(ROUNDS) };
+    const readers = [0, 3].map((seed) => child('drop-reader.ts', { ...env, PILE_SEED: String(seed) }));
+    try {
+      for (const r of readers) expect(await r.next()).to.deep.equal({ opened: true });
+      for (const r of readers) r.proc.stdin!.write('go\n');
+      for (let round = 1; round <= ROUNDS; round++) {
+        // A pause between rounds lets the readers meet both the table and its drop.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(cache.dropTable(DROP_TABLE)).to.equal(true);
+        fill(round);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      for (const r of readers) r.proc.stdin!.end();
+    }
+    const reports = await Promise.all(readers.map((r) => r.next()));
+    console.log(`      readers: ${JSON.stringify(reports)}`);
+    cache.close();
+    for (const report of reports) {
+      expect({ wrong: report.wrong, errors: report.errors, first: report.firstProblem }).to.deep.equal({
+        wrong: 0,
+        errors: 0,
+        first: undefined,
+      });
+      expect(report.final, 'the table made again last, found by name and read whole').to.deep.equal({
+        round: ROUNDS,
+        hits: DROP_KEYS,
+        wrong: 0,
+      });
+    }
   });
 });

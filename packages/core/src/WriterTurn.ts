@@ -1,4 +1,4 @@
-import { native } from '@pile/native';
+import { native, type SharedMutexCalls } from '@pile/native';
 import { COORD, type CoordFile } from './CoordFile';
 import { PileError } from './PileError';
 
@@ -104,11 +104,18 @@ export class WriterTurn {
   /** The last release was for a waiter: the next take lets it go first (see lock()). */
   private handedOver = false;
   private readonly u32: Uint32Array;
+  /**
+   * The mutex's tryLock and unlock as bound functions: the turn takes and releases the mutex once
+   * per event-loop turn of a thread that writes in each, where a method call's lookup of its native
+   * object (napi_unwrap) cost about 0.4 µs each (docs/benchmarks.md, "the writer turn's Node-API calls").
+   */
+  private readonly calls: SharedMutexCalls;
   constructor(
     private readonly coord: CoordFile,
     private readonly host: TurnHost,
   ) {
     this.u32 = coord.u32;
+    this.calls = coord.mutex!.boundCalls();
     // A joining opener catches up at its first enter, whatever the sequence says.
     this.seen = -1;
   }
@@ -138,7 +145,7 @@ export class WriterTurn {
     }
     let r: number;
     try {
-      r = this.coord.mutex!.tryLock();
+      r = this.calls.tryLock();
     } catch {
       return false;
     }
@@ -177,7 +184,7 @@ export class WriterTurn {
       if (u32[VALID] !== 1) Atomics.store(u32, VALID, 1);
       this.seen = Atomics.add(u32, SEQ, 1) + 1;
     } finally {
-      this.coord.mutex!.unlock();
+      this.calls.unlock();
     }
   }
 
@@ -195,7 +202,7 @@ export class WriterTurn {
       return;
     }
     this.held = false;
-    this.coord.mutex!.unlock();
+    this.calls.unlock();
   }
 
   /**
@@ -215,7 +222,7 @@ export class WriterTurn {
     if (!this.held) return;
     this.held = false;
     try {
-      this.coord.mutex!.unlock();
+      this.calls.unlock();
     } catch {
       /* not held after all */
     }
@@ -246,7 +253,7 @@ export class WriterTurn {
         Atomics.wait(NAP, 0, 0, 0.05);
       }
     }
-    const r = mutex.tryLock();
+    const r = this.calls.tryLock();
     if (r !== BUSY) return r;
     Atomics.add(this.u32, WAITERS, 1);
     try {

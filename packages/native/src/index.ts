@@ -1,2 +1,12 @@
 export { native } from './NativeBinding';
-export type { Futex, MappedRange, Mapping, MutexResult, NativeBinding, OfdHolder, SharedMapping, SharedMutex } from './NativeBinding';
+export type {
+  Futex,
+  MappedRange,
+  Mapping,
+  MutexResult,
+  NativeBinding,
+  OfdHolder,
+  SharedMapping,
+  SharedMutex,
+  SharedMutexCalls,
+} from './NativeBinding';

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { z } from 'zod';
 import { openPile } from '@pile/core';
 import { openCache, type PileCache } from '../src';
@@ -55,6 +56,24 @@ describe('cache basics', () => {
     keys.forEach((k, i) => t.put(k, i));
     keys.forEach((k, i) => expect(t.get(k)).to.equal(i));
     expect(new Set(t.keys())).to.deep.equal(new Set(keys));
+  });
+
+  it('stores any string key, surrogates lone or paired included, at its WTF-8 length (property)', () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.string({ unit: 'binary', maxLength: 24 }), { maxLength: 40 }), (keys) => {
+        const c = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
+        try {
+          const t = c.table<number>('t', { collisionMode: 'durable' });
+          keys.forEach((k, i) => t.put(k, i));
+          keys.forEach((k, i) => expect(t.get(k)).to.equal(i));
+          expect(new Set(t.keys())).to.deep.equal(new Set(keys));
+          expect(c.pile.verify().ok).to.equal(true);
+        } finally {
+          c.close();
+        }
+      }),
+      { numRuns: 150 },
+    );
   });
 
   it('stores strings, bytes, Buffers and objects, and typed values through a schema', () => {

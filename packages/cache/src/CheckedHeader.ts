@@ -1,6 +1,6 @@
 import { PileError, ReadRetry, isPileError, type PilePointer } from '@pile/core';
 import { SEQ_WORD } from './CoreBindings';
-import { droppedError, underTableCheck, type CheckedTable } from './CheckedRead';
+import { foundDropped, underTableCheck, type CheckedTable } from './CheckedRead';
 import { H_COUNT, H_EXPIRING, HEADER_WORDS, S_HITS, S_MISSES, addStats, zeroStats } from './EntryFormat';
 import type { SlotIndex } from './SlotIndex';
 import type { TableStats } from './TableTypes';
@@ -29,10 +29,7 @@ export function liveHeader(t: CheckedTable): Float64Array {
     } catch (err) {
       if (!isPileError(err, 'PILE_STALE_POINTER')) throw err;
       // Only a drop frees the header, after the catalog stopped naming the table.
-      if (t.host.storedIndex(t.meta.id) === undefined) {
-        t.markDropped();
-        throw droppedError(t);
-      }
+      if (t.host.storedIndex(t.meta.id) === undefined) throw foundDropped(t);
       throw new PileError('PILE_CORRUPT', `cache table '${t.meta.name}': its header block ${t.meta.header} is not live (${err.message})`);
     }
     (retry ??= new ReadRetry()).pause(`a read of cache table '${t.meta.name}''s header`, t.seqWords, t.seqWords[SEQ_WORD]!);

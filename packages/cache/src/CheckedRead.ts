@@ -114,12 +114,12 @@ export function underTableCheck<R, A>(
 function droppedOr<E>(t: CheckedTable, err: E): E | PileError {
   const pile = t.host.pile;
   if (pile.has(t.meta.header as PilePointer) || t.host.storedIndex(t.meta.id) !== undefined) return err;
-  t.markDropped();
-  return droppedError(t);
+  return foundDropped(t);
 }
 
-/** The error of a read of table `t`, which the pile's writer dropped. */
-export function droppedError(t: CheckedTable): PileError {
+/** Marks table `t` dropped (the pile's writer dropped it) and gives the error of the read that found it so. */
+export function foundDropped(t: CheckedTable): PileError {
+  t.markDropped();
   return new PileError('PILE_CLOSED', `cache table '${t.meta.name}' was dropped by the pile's writer`);
 }
 
@@ -136,8 +136,7 @@ export function droppedError(t: CheckedTable): PileError {
 export function staleOrDamaged(t: CheckedTable, s: number, i: number, p: number, err: Error): typeof AGAIN | PileError {
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s || t.idx.ptr(i) !== p) return AGAIN;
   if (t.host.storedIndex(t.meta.id) === undefined) {
-    t.markDropped();
-    return droppedError(t);
+    return foundDropped(t);
   }
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s || t.idx.ptr(i) !== p) return AGAIN;
   return new PileError(
@@ -228,10 +227,7 @@ function reloadIndex(t: CheckedTable, s: number, v: number): boolean {
     throw err;
   }
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s) return false;
-  if (idx === undefined) {
-    t.markDropped();
-    throw droppedError(t);
-  }
+  if (idx === undefined) throw foundDropped(t);
   t.idx = idx;
   t.meta.capacity = idx.capacity;
   t.meta.chunks = idx.blocks.slice();

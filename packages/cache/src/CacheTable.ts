@@ -1,4 +1,4 @@
-import { PileError, clearDeadMark, type CompiledSchema, type PilePointer } from '@pile/core';
+import { PileError, clearDeadMark, inReadSession, type CompiledSchema, type PilePointer } from '@pile/core';
 import { beginChange, endChange } from './CoreBindings';
 import type { CacheHost } from './CacheHost';
 import {
@@ -330,13 +330,14 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * Every entry present for the whole iteration is seen exactly once, also when the table grows,
    * shrinks or shifts entries meanwhile (puts and deletes during the iteration, of the key just
    * yielded or any other); an entry put or deleted during the iteration may or may not be seen.
-   * An iteration holds nothing: one left unfinished costs nothing. While a `@pile/sync` hook says
+   * An iteration holds a read session of the pile (the core's inReadSession) from its first step to
+   * its end or its close (break): one left unfinished and never closed holds it until the pile closes. While a `@pile/sync` hook says
    * the table does not serve (see {@link TableHook}), an iteration yields nothing more, and it
    * skips entries below the hook's epoch, as get answers a miss for them.
    * @throws PILE_CLOSED (also when the cache is closed mid-iteration)
    */
   *keys(): IterableIterator<CacheKey> {
-    for (const e of (this.checked ? walkChecked : walkTable)(this, false)) yield e[0];
+    for (const e of inReadSession(this.host.pile, (this.checked ? walkChecked : walkTable)(this, false))) yield e[0];
   }
 
   /**
@@ -344,7 +345,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * @throws PILE_SCHEMA_MISMATCH, PILE_CORRUPT when a value can not be decoded; PILE_CLOSED
    */
   *entries(): IterableIterator<[CacheKey, V]> {
-    for (const e of (this.checked ? walkChecked : walkTable)(this, true)) yield e as [CacheKey, V];
+    for (const e of inReadSession(this.host.pile, (this.checked ? walkChecked : walkTable)(this, true))) yield e as [CacheKey, V];
   }
 
   /**
@@ -355,7 +356,8 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * @throws PILE_CORRUPT, PILE_SCHEMA_MISMATCH (without onDamaged); PILE_CLOSED
    */
   *checkedEntries(onDamaged?: (key: CacheKey | undefined, err: PileError) => void): IterableIterator<[CacheKey, V]> {
-    for (const e of (this.checked ? walkChecked : walkTable)(this, true, onDamaged ?? null)) yield e as [CacheKey, V];
+    for (const e of inReadSession(this.host.pile, (this.checked ? walkChecked : walkTable)(this, true, onDamaged ?? null)))
+      yield e as [CacheKey, V];
   }
 
   // ----------------------------------------------------------------- internals (used by PileCache)

@@ -4,6 +4,7 @@ import { native, type SharedMapping, type SharedMutex } from '@pile/native';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
 import { MAX_SEGMENTS } from './PointerFormat';
+import { READER_SLOTS, ReaderTable } from './ReaderTable';
 import { ROW } from './SegmentRows';
 
 // The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
@@ -14,8 +15,8 @@ import { ROW } from './SegmentRows';
 export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
-/** 4: the turn number and each segment's last turn (a dead holder's repair rescans only its segments); 3: before them. */
-export const COORD_VERSION = 4;
+/** 5: the reader table, epoch and session count; 4: the turn number and each segment's last turn (a dead holder's repair rescans only its segments); 3: before them. */
+export const COORD_VERSION = 5;
 /** The head of the file (all but the rows): laid out afresh, with disk space. */
 const HEAD_SIZE = 196608;
 /** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
@@ -51,6 +52,10 @@ export const COORD = {
   COUNTERS: 192,
   /** f64 slots of COUNTERS: STAT_FIELDS, then genFloor. */
   COUNTER_SLOTS: 32,
+  /** f64: the epoch, moved on by the holder of the writer turn (ReaderTable.advance); kept when the file is laid out again. */
+  EPOCH: 512,
+  /** u32: read sessions open (ReaderTable), dead ones included until a writer clears them; kept when laid out again. */
+  SESSIONS: 520,
   MARKS: 4096,
   INCARNATIONS: 20480,
   READERS: 86016,
@@ -103,6 +108,12 @@ export class CoordFile {
   readonly touched: Uint32Array;
   /** The body a growing set() is linking (COORD.PENDING_BODY). */
   readonly pendingBody: Float64Array;
+  /** This open's slot in the reader table (claimed when the file is shared memory). */
+  readonly readers: ReaderTable;
+  /** The descriptor whose open file description holds this open's byte locks (-1 once closed). */
+  get lockFd(): number {
+    return this.fd;
+  }
   /** False for a process that could not map the file as shared memory and writes alone (see openWriter). */
   get shared(): boolean {
     return this.mapping !== undefined;
@@ -132,6 +143,7 @@ export class CoordFile {
     this.touched = new Uint32Array(buf, COORD.TOUCHED, MAX_SEGMENTS);
     this.pendingBody = new Float64Array(buf, COORD.PENDING_BODY, 1);
     this.first = first;
+    this.readers = new ReaderTable(this);
   }
 
   /**
@@ -185,6 +197,7 @@ export class CoordFile {
         if (!first) checkHeader(u32, file, segmentSize, pileId);
         if (first) layOut(u32, mutex!, segmentSize, pileId);
         const coord = new CoordFile(file, fd, mapping, mutex, first);
+        coord.readers.claim();
         if (!first) coord.initDone();
         return coord;
       } catch (err) {
@@ -226,7 +239,8 @@ export class CoordFile {
     const file = path.join(dir, COORD_FILE_NAME);
     let fd: number;
     try {
-      // O_RDWR only because a shared mapping of a SharedArrayBuffer is writable; nothing is written.
+      // O_RDWR: a shared mapping of a SharedArrayBuffer is writable. A read-only open writes its own
+      // slot of the reader table and the session count, nothing else.
       fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW);
     } catch {
       return undefined;
@@ -249,8 +263,17 @@ export class CoordFile {
         return undefined;
       }
       native.ofdLock(fd, LOCK_READERS, 1, 'read', file);
-      return new CoordFile(file, fd, mapping, undefined, false);
-    } catch {
+      const coord = new CoordFile(file, fd, mapping, undefined, false);
+      try {
+        coord.readers.claim();
+      } catch (err) {
+        coord.close();
+        throw err;
+      }
+      return coord;
+    } catch (err) {
+      // A full reader table is reported: an open without a slot would read unprotected by it.
+      if (err instanceof PileError) throw err;
       fs.closeSync(fd);
       return undefined;
     }
@@ -326,6 +349,7 @@ export class CoordFile {
   /** Drops this open's byte locks (the init lock too) and unmaps. Idempotent. */
   close(): void {
     if (this.fd < 0) return;
+    if (this.mapping !== undefined) this.readers.release();
     try {
       this.mutex?.close();
     } catch {
@@ -380,7 +404,16 @@ function checkHeader(u32: Uint32Array, file: string, segmentSize: number, pileId
 function layOut(u32: Uint32Array, mutex: SharedMutex, segmentSize: number, pileId: number): void {
   Atomics.store(u32, COORD.READY >>> 2, 0);
   // Not the rows: a row is written whole (a checkpoint's, a rebuild's, a new segment's) before it is read.
-  new Uint8Array(u32.buffer).fill(0, 0, HEAD_SIZE);
+  // Nor the epoch, the session count and the reader table: read-only opens may be in sessions now
+  // (their slots are told live or dead by their byte locks, never by what the file held before).
+  const bytes = new Uint8Array(u32.buffer);
+  const epoch = new Float64Array(u32.buffer)[COORD.EPOCH >>> 3]!;
+  // A file of an older layout (2 kept list heads here) holds no epoch: no open of this layout can be in a session on it.
+  if (!(Number.isInteger(epoch) && epoch >= 0 && epoch < 2 ** 52))
+    bytes.fill(0, COORD.EPOCH, COORD.READERS + READER_SLOTS * COORD.READER_SLOT_SIZE);
+  bytes.fill(0, 0, COORD.EPOCH);
+  bytes.fill(0, COORD.SESSIONS + 4, COORD.READERS);
+  bytes.fill(0, COORD.READERS + READER_SLOTS * COORD.READER_SLOT_SIZE, HEAD_SIZE);
   u32[COORD.MAGIC >>> 2] = COORD_MAGIC;
   u32[COORD.VERSION >>> 2] = COORD_VERSION;
   u32[COORD.SEGMENT_SIZE >>> 2] = segmentSize;

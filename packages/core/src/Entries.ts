@@ -3,6 +3,7 @@ import { KIND_NAMES, type RecordKind } from './BlockFormat';
 import { FLAG_BODY, KIND_LINK, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_USED, flagsOf, genOf, kindOf, stateOf } from './BlockFormat';
 import { ReadRetry } from './ChangeSeq';
 import type { PilePointer } from './PilePointer';
+import { inReadSession } from './ReaderTable';
 import { closedError } from './ReadState';
 import type { RecordStore } from './RecordStore';
 import type { Segment } from './Segment';
@@ -28,7 +29,11 @@ export interface PileEntry {
  * @throws PILE_CLOSED when the pile is closed during the iteration
  * @throws PILE_LOCKED when a writer stays in the middle of a change (see ReadRetry)
  */
-export function* walkEntries(store: RecordStore, isClosed: () => boolean): IterableIterator<PileEntry> {
+export function walkEntries(store: RecordStore, isClosed: () => boolean): IterableIterator<PileEntry> {
+  return inReadSession(store, walkSegments(store, isClosed));
+}
+
+function* walkSegments(store: RecordStore, isClosed: () => boolean): IterableIterator<PileEntry> {
   for (let s = 0; s < store.segments.length; s++) {
     const seg = store.segments[s]!.use();
     const u32 = seg.u32;

@@ -103,6 +103,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     });
     this.lock = files?.lock;
     this.coord = files?.coord;
+    if (this.coord?.shared === true) this.readers = this.coord.readers;
     this.checkpointBytes = dir !== undefined && !readonly ? checkpointBytes : Infinity;
     if (this.maxMemory < segmentSize) {
       this.releaseFiles();

@@ -1,6 +1,7 @@
 import { NO_SEQ_WORDS, ReadRetry, SEQ_WORD } from './ChangeSeq';
 import { PileError } from './PileError';
 import type { PilePointer } from './PilePointer';
+import type { ReaderTable } from './ReaderTable';
 import type { Segment } from './Segment';
 import type { WriterTurn } from './WriterTurn';
 
@@ -24,6 +25,8 @@ export abstract class ReadState {
    * TurnStore leaves it when the write is done; undefined for in-memory and read-only piles.
    */
   protected turn: WriterTurn | undefined;
+  /** @internal This open's slot in pile.coord's reader table; undefined without pile.coord as shared memory. */
+  readers: ReaderTable | undefined;
 
   // Scratch of the last resolve(): the head block, and the block holding the data (== head unless
   // linked). Fields rather than a result object: resolve() runs on every read and allocates
@@ -50,6 +53,22 @@ export abstract class ReadState {
 
   protected open(): void {
     if (this.closed) throw closedError();
+  }
+
+  /**
+   * Begins a read session: until the matching {@link endRead}, no block freed from now on by any
+   * process is handed out again (docs/concurrency.md, "Read sessions"). A walk over many records
+   * (entries(), graph and list walks, cache iteration) holds one, so that it never meets a block
+   * reused for another record. Sessions of one open nest. Costs two plain stores and one locked
+   * instruction; nothing when the pile has no pile.coord (in memory, or alone). Call endRead in a finally.
+   */
+  beginRead(): void {
+    this.readers?.begin();
+  }
+
+  /** Ends a session begun by {@link beginRead} (after close(), nothing to do). */
+  endRead(): void {
+    this.readers?.end();
   }
 
   /** @internal Takes up what other processes published (Catalog's host): see WriterTurn.view. */

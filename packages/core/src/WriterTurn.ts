@@ -304,6 +304,8 @@ export class WriterTurn {
     const turn = (this.u32[TURN]! + 1) >>> 0 || 1;
     this.u32[TURN] = turn;
     this.host.turn(turn);
+    // Frees of this turn belong to a newer epoch than every read session begun before it was taken.
+    this.coord.readers.advance();
   }
 
   /**

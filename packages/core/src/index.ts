@@ -18,3 +18,4 @@ export { fmix32 } from './Checksum';
 // For packages that change blocks in place that readers in other processes read without a lock
 // (@pile/cache's table header): the seqlock of the segments' change sequence (docs/concurrency.md).
 export { SEQ_WORD, beginChange, endChange, clearDeadMark, ReadRetry } from './ChangeSeq';
+export { inReadSession, type SessionHolder } from './ReaderTable';

@@ -1,5 +1,5 @@
 import type { ZodType } from 'zod';
-import { isPileError, type Pile, type PilePointer } from '@pile/core';
+import { inReadSession, isPileError, type Pile, type PilePointer } from '@pile/core';
 import { capacityOf, findSlot, insertKey, removeSlot, slotIndex } from './AdjacencyTable';
 import { repairGraph } from './GraphRepair';
 import { checkDirection, traverseGraph, traverseOptions, type Direction, type TraversalStep, type TraverseOptions } from './GraphTraversal';
@@ -225,7 +225,7 @@ export class PileGraph<N, E = undefined> {
    */
   nodes(): IterableIterator<PilePointer> {
     this.raw.open();
-    return this.raw.walk(G_FIRST, N_NEXT, -1, asPointer);
+    return inReadSession(this.raw.pile, this.raw.walk(G_FIRST, N_NEXT, -1, asPointer));
   }
 
   // ------------------------------------------------------------------ edges
@@ -440,7 +440,7 @@ export class PileGraph<N, E = undefined> {
     const { order, direction, maxDepth } = traverseOptions(options);
     if (this.raw.checked) this.raw.reread(() => this.raw.node(start));
     else this.raw.done(this.raw.node(start));
-    return traverseGraph(this.raw, start, order, direction, maxDepth);
+    return inReadSession(this.raw.pile, traverseGraph(this.raw, start, order, direction, maxDepth));
   }
 
   // ------------------------------------------------------------------ internals

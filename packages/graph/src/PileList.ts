@@ -1,5 +1,5 @@
 import type { ZodType } from 'zod';
-import { type Pile, type PilePointer } from '@pile/core';
+import { inReadSession, type Pile, type PilePointer } from '@pile/core';
 import { PointerSet } from './PointerSet';
 import {
   LN_LIST,
@@ -201,19 +201,25 @@ export class PileList<T> implements Iterable<T> {
    */
   values(): IterableIterator<T> {
     this.raw.open();
-    return this.raw.walk(L_FIRST, LN_NEXT, LN_VALUE, (value) => this.values_.get(value as PilePointer));
+    return inReadSession(
+      this.raw.pile,
+      this.raw.walk(L_FIRST, LN_NEXT, LN_VALUE, (value) => this.values_.get(value as PilePointer)),
+    );
   }
 
   /** The values, last to first; as {@link values}. @throws PILE_CLOSED, PILE_STALE_POINTER */
   reversed(): IterableIterator<T> {
     this.raw.open();
-    return this.raw.walk(L_LAST, LN_PREV, LN_VALUE, (value) => this.values_.get(value as PilePointer));
+    return inReadSession(
+      this.raw.pile,
+      this.raw.walk(L_LAST, LN_PREV, LN_VALUE, (value) => this.values_.get(value as PilePointer)),
+    );
   }
 
   /** The element nodes, first to last; as {@link values}. @throws PILE_CLOSED, PILE_STALE_POINTER */
   nodes(): IterableIterator<PilePointer> {
     this.raw.open();
-    return this.raw.walk(L_FIRST, LN_NEXT, -1, asPointer);
+    return inReadSession(this.raw.pile, this.raw.walk(L_FIRST, LN_NEXT, -1, asPointer));
   }
 
   [Symbol.iterator](): IterableIterator<T> {

@@ -37,11 +37,22 @@ export interface TailCounts {
   freeBytes: number;
   utilizedBytes: number;
   objectCount: number;
+  tailAddr: number;
+  /**
+   * [0]: the tail at the last fold that moved counters or started gathering them (pile.coord's FOLD_TAIL for a shared
+   * pile): the blocks from it to the tail were cut since, and are counted in the pending counters, not in the row,
+   * whose other blocks it counts exactly (a write into the segment that is not a cut folds first: Allocator.touch).
+   * So a repair after a death rescans only from there (HolderRepair). Kept at or below the tail when the tail moves
+   * down; set where rows are made anew (sumRows) or a segment becomes the tail. A fold with nothing pending and nothing
+   * to gather leaves it: it runs outside the writer turn too (stats), where this process's tail may be stale.
+   */
+  foldAt: Float64Array<ArrayBufferLike>;
 }
 
 /** Adds the tail segment's pending counters to its row and the pile's; from now on they gather for segment `next` (-1: none). */
 export function foldTail(a: TailCounts, next = -1): void {
   const s = a.pendSeg;
+  if (s >= 0 || next >= 0) a.foldAt[0] = a.tailAddr;
   if (s >= 0) {
     const rows = a.rows;
     const r = s * ROW;

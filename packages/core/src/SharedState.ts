@@ -103,6 +103,7 @@ export class SharedState implements TurnHost {
     alloc.onRows = (count) => this.coord.reserveRows(count);
     alloc.touched = this.coord.touched;
     alloc.intent = this.coord.pendingBody;
+    alloc.foldAt = this.coord.foldTail;
   }
 
   turn(turn: number): void {

@@ -193,6 +193,9 @@ export function closeFiles(store: RecordStore, coord: CoordFile | undefined, tur
   for (const seg of store.segments) seg.sync();
   checkpoint();
   if (coord?.otherWriters() !== true) {
+    // Only a pile whose last writer died is recovered from pile.coord: once this one is closed clean,
+    // anything may change its files (a copy, a tool) before an open finds it unclean again.
+    coord?.distrust();
     // The rows lie on other pages than the header: on disk before the header says clean.
     meta.sync();
     meta.writeHeader(metaHeader(store, store.segments.length, true));

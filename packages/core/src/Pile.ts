@@ -19,7 +19,6 @@ import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCo
 import type { Segment } from './Segment';
 import { foldTail } from './SegmentRows';
 import { shareState } from './SharedState';
-import { repairTouched } from './HolderRepair';
 import { PILE_WRITES, TurnStore, holdTurnIn } from './TurnStore';
 import type { FieldAccess } from './TypedStore';
 import { CheckedTypedView } from './CheckedTypedView';
@@ -117,8 +116,7 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     }
     const turn = (this.turn = readonly ? undefined : shareState(this, this.coord, this.lastRecovery, () => this.checkpoint()));
     try {
-      const kept = (progress: PileOptions['onProgress']): boolean => repairTouched(this, this.lastRecovery, files!.coord!, progress);
-      if (files !== undefined) startPile(this, files, turn, this.lastRecovery, onProgress, () => this.checkpoint(), kept);
+      if (files !== undefined) startPile(this, files, turn, this.lastRecovery, onProgress, () => this.checkpoint());
       if (dir !== undefined && !readonly && checkpointInterval > 0) {
         this.checkpointTimer = setInterval(() => {
           if (this.closed || GUARD.depth !== 0 || (turn !== undefined && !turn.tryEnter())) return;

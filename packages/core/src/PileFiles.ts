@@ -116,7 +116,7 @@ export function openFiles(
  * CoordFile.first} false) takes their published state; the first loads the pile from its files
  * (loadPile) and checkpoints, holding the turn and the init lock, so that those who join find it
  * complete. When it kept pile.coord as the last process of this boot left it ({@link
- * CoordFile.kept}), it first recovers as a dead holder's repair does (`repairKept`, HolderRepair):
+ * CoordFile.kept}), it first recovers as a dead holder's repair does (WriterTurn.recoverKept, HolderRepair):
  * from the rows there, rescanning what the dead turn touched and the tail's part appended since
  * the last fold; where that can not be trusted, the rows are not kept again and loadPile recovers.
  * @throws as loadPile
@@ -128,13 +128,12 @@ export function startPile(
   report: RecoveryReport,
   onProgress: PileOptions['onProgress'],
   checkpoint: () => void,
-  repairKept?: (onProgress: PileOptions['onProgress']) => boolean,
 ): void {
   const coord = files.coord;
   if (turn !== undefined && !coord!.first) return turn.view();
   turn?.enterFresh();
   if (files.existing) {
-    const kept = turn !== undefined && coord!.kept && startKept(store, files.segmentCount, onProgress, repairKept);
+    const kept = turn !== undefined && coord!.kept && startKept(store, files.segmentCount, onProgress, turn);
     if (!kept) {
       if (turn !== undefined) coord!.distrust();
       loadPile(store, report, files.segmentCount, files.clean, onProgress);
@@ -151,26 +150,18 @@ export function startPile(
 }
 
 /**
- * loadPile's first step for a writer (the pile marked in use), then `repairKept`; false when that
- * could not be trusted (nothing changed that loadPile does not redo).
+ * loadPile's first step for a writer (the pile marked in use), then the turn's recovery from the
+ * kept rows (WriterTurn.recoverKept); false when that could not be trusted (nothing changed that
+ * loadPile does not redo).
  */
-function startKept(
-  store: RecordStore,
-  segmentCount: number,
-  onProgress: PileOptions['onProgress'],
-  repairKept: ((onProgress: PileOptions['onProgress']) => boolean) | undefined,
-): boolean {
+function startKept(store: RecordStore, segmentCount: number, onProgress: PileOptions['onProgress'], turn: WriterTurn): boolean {
   const meta = store.meta!;
-  if (
-    repairKept === undefined ||
-    (segmentCount > 0 && Segment.isShortAndEmpty(store.dir!, segmentCount - 1, store.segmentSize, store.pileId))
-  )
-    return false;
+  if (segmentCount > 0 && Segment.isShortAndEmpty(store.dir!, segmentCount - 1, store.segmentSize, store.pileId)) return false;
   store.alloc.genFloor = meta.readHeader().genFloor;
   // Marked in use before the first write, as loadPile does; segments are mapped by the repair (mapCounted).
   meta.writeHeader(metaHeader(store, segmentCount, false));
   meta.sync();
-  return repairKept(onProgress);
+  return turn.recoverKept(onProgress);
 }
 
 /**

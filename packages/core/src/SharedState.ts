@@ -32,7 +32,9 @@ export function shareState(
     checkpoint();
   });
   state.share(store.alloc);
-  return new WriterTurn(coord, state);
+  const turn = new WriterTurn(coord, state);
+  turn.recoverKept = (onProgress) => repairTouched(store, report, coord, onProgress);
+  return turn;
 }
 
 /**

@@ -192,17 +192,17 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
     const host = this.host;
     // The value before the key: measuring it runs the caller's code, which may read this cache and
     // so replace the prepared key and the lookup state.
-    const vlen = this.values.measure(value);
+    const vroom = this.values.measure(value);
     // Checked before anything is sized from them: an entry must fit in one segment, and past
-    // 2^31 the 32-bit align8 of a key length wraps.
+    // 2^31 the 32-bit align8 of a key length wraps. (A typed value's room is exact past 4 KiB.)
     const room = host.pile.segmentSize;
-    if (vlen > room || (key instanceof Uint8Array && key.length > room)) throw entryTooLarge(key, vlen, room);
+    if (vroom > room || (key instanceof Uint8Array && key.length > room)) throw entryTooLarge(key, vroom, room);
     const now = host.clock();
     if (expiresAt < 0) expiresAt = maxAgeSec > 0 ? now + maxAgeSec * 1000 : 0;
     const kc = host.keys;
     kc.prepare(key);
     const epoch = kc.epoch;
-    const len = this.encode(vlen, now, expiresAt, priority);
+    const len = this.encode(vroom, now, expiresAt, priority);
     // A typed value is read again while it is written: a get from its getters prepared another key.
     if (kc.epoch !== epoch) kc.prepare(key);
     return this.storeEncoded(len, priority, expiresAt, true);
@@ -442,19 +442,23 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
     );
   }
 
-  /** Writes the entry for the prepared key into the host's scratch; returns its length. */
-  private encode(vlen: number, now: number, expiresAt: number, priority: number): number {
+  /** Writes the entry for the prepared key into scratch, the value in `vroom` bytes; returns its length. */
+  private encode(vroom: number, now: number, expiresAt: number, priority: number): number {
     const host = this.host;
     const kc = host.keys;
     const klen = kc.storedLength();
     const voff = E_KEY + align8(klen);
-    const len = voff + vlen;
-    const { buf, view } = host.scratch(len);
-    writeEntryHead(buf, view, this.header[H_SEQ]!++, now, expiresAt, priority, kc.hash, kc.type, this.values.kind, klen, vlen);
+    const { buf, view } = host.scratch(voff + vroom);
+    // The head follows the value (its length is known once written); the key's fields are read
+    // first, as the value's getters may prepare another key.
+    const seq = this.header[H_SEQ]!++;
+    const { hash, type } = kc;
+    const kind = this.values.kind;
     const kend = kc.write(buf, E_KEY);
     for (let p = kend; p < voff; p++) buf[p] = 0;
-    this.values.write(buf, view, voff, vlen);
-    return len;
+    const vlen = this.values.write(buf, view, voff, vroom);
+    writeEntryHead(buf, view, seq, now, expiresAt, priority, hash, type, kind, klen, vlen);
+    return voff + vlen;
   }
 
   /** @internal Stores the entry in scratch[0..len) for the prepared key and publishes it in the index. */

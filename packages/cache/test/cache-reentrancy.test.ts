@@ -1,9 +1,13 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { z } from 'zod';
+import { compileSchema } from '@pile/core';
 import { openCache, type PileCache } from '../src';
 import { SEG, expectPileError } from './helpers';
 
 const User = z.object({ name: z.string(), admin: z.boolean() });
+/** The bytes of a User besides its name's: the fixed part of the room a put gives it. */
+const FIXED = compileSchema(User).measureBound({ name: '', admin: true });
 
 describe('cache values whose code calls back into the cache', () => {
   let cache: PileCache;
@@ -97,31 +101,98 @@ describe('cache values whose code calls back into the cache', () => {
     expect(cache.pile.verify().ok).to.equal(true);
   });
 
-  it('a string that keeps its length but needs more bytes on its second read is refused, never stored cut', () => {
-    // The entry's room is the measured size, so the second string ends exactly at its end: the
-    // encoder's ASCII shortcut must see the non-ASCII bytes and find the write cut ('éaaa' is 5
-    // bytes; 4 fit, as many as the string has units).
+  it('a string that reads back different is stored whole as read when it fits its room, refused when not, never cut', () => {
+    // Up to 4 KiB a value's room is its bound (3 bytes per UTF-16 unit of the first read); past
+    // it, its exact size, so the second string can end exactly at the room's end, where the
+    // encoder's ASCII shortcut must see non-ASCII bytes and find the write cut.
     const u = cache.table('u', { schema: User });
-    for (const [first, second] of [
-      ['aaaa', 'éaaa'],
-      ['abcdefgh', 'abcdefg€'],
-      ['xy', '\u{1f600}'],
-    ] as const) {
+    const twice = (first: string, second: string) => {
+      // A value past 4 KiB is measured twice (a bound, then exactly): `first` until it is written.
+      const measures = FIXED + 3 * first.length <= 4096 ? 1 : 2;
       let reads = 0;
-      const v = {
+      return {
         get name() {
-          return reads++ === 0 ? first : second;
+          return reads++ < measures ? first : second;
         },
         admin: false,
       };
-      expectPileError(() => u.put(first, v), 'PILE_SCHEMA_VIOLATION', 'changed while it was being stored');
-      expect(u.has(first)).to.equal(false);
+    };
+    const a = (n: number): string => 'a'.repeat(n);
+    const stored: [string, string][] = [
+      ['aaaa', 'éaaa'],
+      ['abcdefgh', 'abcdefg€'],
+      ['xy', '\u{1f600}'],
+      ['xy', '\u{1f600}a'],
+      ['ab', '€€'], // 6 bytes: just fits the bound of 2 units
+      [a(1300), '€'.repeat(1300)], // bound 3,900 bytes (+ the fixed part): still a bound, just fits
+      [a(2000), a(1998) + 'é'], // exact room of 2,000 bytes, ends at its end
+      [a(2000), a(1000)],
+    ];
+    for (const [i, [first, second]] of stored.entries()) {
+      expect(u.put(`s${i}`, twice(first, second))).to.equal('inserted');
+      expect(u.get(`s${i}`)).to.deep.equal({ name: second, admin: false });
     }
-    // Strings that end exactly at the room's end and are whole, ASCII or not, are stored as given.
-    for (const name of ['', 'a', 'plain ascii name', 'héllo wörld', '\u{1f600}', 'a'.repeat(1000)]) {
+    const refused: [string, string, string][] = [
+      ['x', '\u{1f600}', 'changed while it was being stored'], // 4 bytes past the bound of 3
+      ['ab', '€€a', 'changed while it was being stored'],
+      [a(1300), '€'.repeat(1300) + 'a', 'changed while it was being stored'],
+      [a(2000), 'é' + a(1999), 'changed while it was being stored'], // one byte past the exact room
+      [a(2000), a(1999) + 'é', 'changed while it was being stored'], // cut in its last character
+      [a(2000), a(1999) + '\u{1f600}', 'changed while it was being stored'],
+      ['ab', 'a\ud800', 'lone surrogate'],
+      [a(2000), a(1998) + '\udc00', 'lone surrogate'],
+    ];
+    for (const [i, [first, second, message]] of refused.entries()) {
+      expectPileError(() => u.put(`r${i}`, twice(first, second)), 'PILE_SCHEMA_VIOLATION', message);
+      expect(u.has(`r${i}`)).to.equal(false);
+    }
+    // Strings read the same twice, ending at the room's end when exact, are stored as given.
+    for (const name of [
+      '',
+      'a',
+      'plain ascii name',
+      'héllo wörld',
+      '\u{1f600}',
+      a(1000),
+      a(2000),
+      '€'.repeat(1400),
+      '\u{1f600}'.repeat(700),
+    ]) {
       expect(u.put(`k ${name}`, { name, admin: true })).to.equal('inserted');
       expect(u.get(`k ${name}`)).to.deep.equal({ name, admin: true });
     }
+    expect(cache.pile.verify().ok).to.equal(true);
+  });
+
+  it('property: a typed value read twice is stored as its second read when that fits the room of its first, else refused', () => {
+    const u = cache.table('u', { schema: User });
+    const utf8 = (s: string): number => Buffer.byteLength(s);
+    const str = fc.oneof(fc.string({ unit: 'binary', maxLength: 40 }), fc.string({ unit: 'binary', minLength: 1300, maxLength: 1500 }));
+    let n = 0;
+    fc.assert(
+      fc.property(str, str, (first, second) => {
+        // The room: a bound of 3 bytes per unit while the whole value's bound stays within 4 KiB,
+        // else the exact size.
+        const bound = FIXED + 3 * first.length <= 4096;
+        const room = bound ? 3 * first.length : utf8(first);
+        const key = `p${n++}`;
+        let reads = 0;
+        const v = {
+          get name() {
+            return reads++ < (bound ? 1 : 2) ? first : second;
+          },
+          admin: true,
+        };
+        if (second.isWellFormed() && utf8(second) <= room) {
+          expect(u.put(key, v)).to.equal('inserted');
+          expect(u.get(key)).to.deep.equal({ name: second, admin: true });
+        } else {
+          expectPileError(() => u.put(key, v), 'PILE_SCHEMA_VIOLATION');
+          expect(u.has(key)).to.equal(false);
+        }
+      }),
+      { numRuns: 300 },
+    );
     expect(cache.pile.verify().ok).to.equal(true);
   });
 });

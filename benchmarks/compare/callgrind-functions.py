@@ -20,7 +20,8 @@ def load(f, mapf):
         i = bisect.bisect_right(starts, addr) - 1
         if i >= 0 and ents[i][0] <= addr < ents[i][0] + ents[i][1]:
             n = ents[i][2]
-            n = re.sub(r'/work/(bench/6fa42f2|main)/', '', n)
+            # Any build root (a checkout, a worktree) goes, so one function of two builds is one row.
+            n = re.sub(r'/\S*?/(packages|benchmarks)/', r'\1/', n)
             n = re.sub(r':\d+:\d+$', '', n)
             return 'JIT ' + n
         return 'JIT ?'

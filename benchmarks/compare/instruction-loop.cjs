@@ -20,6 +20,8 @@
 //   mappedPut   typed puts of the Product into a mapped pile (a directory under the system's
 //               temporary one), a fresh pile every 200 k: what the writer turn adds (issue 17)
 //   mappedDelPut delete + generic put of the same Product, on 100 k stored in a mapped pile
+//   mappedGet   typed gets (view.get) in random order of 100 k Products typed-put into a mapped pile
+//               opened writable (as compare-builds.cjs's mapped get, over fewer records)
 const path = require('path');
 const [root, op, nStr] = process.argv.slice(2);
 const N = Number(nStr);
@@ -148,6 +150,28 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   const run = op === 'cachePut' ? replace : read;
   run(W);
   run(N);
+} else if (op === 'mappedGet') {
+  const fs = require('fs');
+  const os = require('os');
+  const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-iloop-'));
+  try {
+    const pile = core.openPile({ dir });
+    const view = pile.schema('product', ProductSchema);
+    for (let i = 0; i < W; i++) ptrs[i] = view.put(product(i));
+    let s = 12345;
+    const read = (n) => {
+      for (let i = 0; i < n; i++) {
+        s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+        sink += view.get(ptrs[s % W]).price;
+      }
+    };
+    read(W);
+    read(N);
+    pile.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 } else if (op === 'mappedPut' || op === 'mappedDelPut') {
   const fs = require('fs');
   const os = require('os');
@@ -185,6 +209,6 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   }
 } else
   throw new Error(
-    `unknown op ${op}: genericPut, typedPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut, cacheGet, mappedPut or mappedDelPut`,
+    `unknown op ${op}: genericPut, typedPut, genericGet, typedGet, typedField, genericSet, roGet, roTypedGet, roField, delPut, cachePut, cacheGet, mappedPut, mappedDelPut or mappedGet`,
   );
 if (sink === -1) console.log(sink);

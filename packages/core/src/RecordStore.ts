@@ -42,7 +42,7 @@ import { PointerFormat, SEGMENT_DIV } from './PointerFormat';
 import { ReadState, closedError } from './ReadState';
 import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
-import { addSegment, mapNewSegments, replacedSegment } from './SegmentTable';
+import { growOrReclaim, mapNewSegments, replacedSegment } from './SegmentTable';
 import { ValueEncoding } from './ValueEncoding';
 import { checkBeforeWrite, corruptError } from './Verify';
 
@@ -143,7 +143,7 @@ export abstract class RecordStore extends ReadState {
     this.alloc = new Allocator(
       this.segments,
       fmt,
-      () => addSegment(this),
+      () => growOrReclaim(this),
       () => rebuild(this.alloc),
     );
     this.catalog = new Catalog(this);
@@ -486,7 +486,7 @@ export abstract class RecordStore extends ReadState {
         return;
       }
       if (stateOf(w) === STATE_USED) uncountUsed(this.alloc, w, seg.u32[(off >>> 2) + 2]!, segIdx);
-      this.alloc.free(addr);
+      if (kindOf(w) === KIND_JOURNAL || this.retired?.retire(seg, off, addr) !== true) this.alloc.free(addr);
     } finally {
       endChange(seg.u32, began);
     }

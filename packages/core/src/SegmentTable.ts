@@ -69,6 +69,16 @@ export function growOrReclaim(host: SegmentHost & { readonly retired: { makeRoom
   }
 }
 
+/**
+ * Segment `segIdx`, added by another process since this open last looked (a pointer or a link names
+ * it): a read-only pile maps it, a writer takes up what was published. Undefined when there is none.
+ */
+export function segmentAdded(host: SegmentHost & { readonly readonly: boolean; follow(): void }, segIdx: number): Segment | undefined {
+  if (host.readonly) return mapNewSegments(host, segIdx);
+  host.follow();
+  return host.segments[segIdx];
+}
+
 /** A read-only pile maps the segments its writer added since (as the meta file counts them), up to index `upTo`. */
 export function mapNewSegments(host: SegmentHost, upTo: number): Segment | undefined {
   if (host.meta === undefined) return undefined;

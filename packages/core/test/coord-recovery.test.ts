@@ -208,6 +208,32 @@ describe('recovery from pile.coord after the last process of the boot was killed
     });
   }
 
+  it("killed inside the fold of the tail's pending counters into its row: the row is rebuilt, every count exact", () => {
+    const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'fold-victim.js')], {
+      env: { ...process.env, PILE_DIR: dir },
+      encoding: 'utf8',
+    });
+    expect(r.signal, r.stderr).to.equal('SIGKILL');
+    expect(r.stdout, 'the fold was reached').to.equal('');
+    const removed = copy('removed');
+    const stats: PileStats[] = [];
+    for (const at of [dir, removed]) {
+      const pile = openPile({ dir: at });
+      try {
+        expect(pile.lastRecovery.source, at).to.equal(at === dir ? 'coord' : 'checkpoint');
+        const v = pile.verify();
+        expect(v.ok, `${at}: ${JSON.stringify(v.statsErrors)}`).to.equal(true);
+        // The 1,000 appended records, the delete not begun (the fold comes before it).
+        expect(pile.stats.objectCount, at).to.equal(model.size + 1000);
+        for (const [p, value] of model) expect(pile.get(p), `${at}: record ${p}`).to.equal(value);
+        stats.push(pile.stats);
+      } finally {
+        pile.close();
+      }
+    }
+    expect(stats[0]).to.deep.equal(stats[1]);
+  });
+
   it('after a recovery from pile.coord, a second kill is recovered the same way, and a clean close leaves nothing to recover', () => {
     kill({ PILE_KILL_AT: 'holding' });
     check(dir, undefined);

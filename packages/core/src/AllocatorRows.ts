@@ -1,5 +1,4 @@
-import type { Allocator } from './Allocator';
-import { NUM_CLASSES } from './SizeClass';
+import { NUM_CLASSES, type Allocator } from './Allocator';
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, flagsOf, kindOf } from './BlockFormat';
 import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW } from './SegmentRows';
 

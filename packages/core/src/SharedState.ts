@@ -32,9 +32,7 @@ export function shareState(
     checkpoint();
   });
   state.share(store.alloc);
-  const turn = new WriterTurn(coord, state);
-  turn.recoverKept = (onProgress) => repairTouched(store, report, coord, onProgress);
-  return turn;
+  return new WriterTurn(coord, state);
 }
 
 /**
@@ -105,7 +103,6 @@ export class SharedState implements TurnHost {
     alloc.onRows = (count) => this.coord.reserveRows(count);
     alloc.touched = this.coord.touched;
     alloc.intent = this.coord.pendingBody;
-    alloc.foldAt = this.coord.foldTail;
   }
 
   turn(turn: number): void {

@@ -85,12 +85,10 @@ export class Allocator {
   tailAddr = 0;
   tailEnd = 0;
   tailGen = 0;
-  /**
-   * @internal Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address; the next chunk
+  /** @internal Pages are faulted in ahead of the tail on a worker (Segment.populate) up to this address; the next chunk
    * is asked for once the tail passes populateMark: one to two chunks of ready pages before the tail. 0 (after open,
    * rebuild or a new segment): not armed; the first cut arms it a chunk on, so a pile that writes less than a chunk
-   * commits no memory ahead of what it wrote.
-   */
+   * commits no memory ahead of what it wrote. */
   populatedTo = 0;
   /** @internal */ populateMark = 0;
   /** Free lists found damaged: their rest was dropped (space leaked, nothing overwritten). */
@@ -102,11 +100,9 @@ export class Allocator {
   freedSinceWalk = 0;
   /** Bytes per segment (fmt.segmentSize). */
   readonly segmentSize: number;
-  /**
-   * fmt.segmentInv. The put and delete paths (bump, take, trim, free, setLink) write fmt.segmentOf(addr) out as
+  /** fmt.segmentInv. The put and delete paths (bump, take, trim, free, setLink) write fmt.segmentOf(addr) out as
    * `Math.floor(addr * this.segmentInv)`: no call, no load of fmt per put or free; cold code calls fmt.segmentOf.
-   * Measure a change there with `node benchmarks/compare/compare-builds.cjs` (docs/benchmarks.md).
-   */
+   * Measure a change there with `node benchmarks/compare/compare-builds.cjs` (docs/benchmarks.md). */
   private readonly segmentInv: number;
   /** Dirty marks per segment since the last checkpoint (MARK_*). A write into a segment first raises its mark through
    * onMark, which writes it to pile.meta before the write lands: once per segment and level per checkpoint. */
@@ -117,6 +113,8 @@ export class Allocator {
   epoch = 0;
   /** [0]: the body a growing set() is writing until its journal links it (pile.coord's PENDING_BODY; see Journal). */
   intent: Float64Array<ArrayBufferLike> = new Float64Array(1);
+  /** [0]: the tail at the last fold of the pend* counters (pile.coord's FOLD_TAIL; SegmentRows' foldTail). */
+  foldAt: Float64Array<ArrayBufferLike> = new Float64Array(1);
   /** @internal The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
   ckptTailSeg = -1;
   /** @internal */ ckptTailOff = 0;
@@ -141,11 +139,9 @@ export class Allocator {
     this.segmentInv = fmt.segmentInv;
   }
 
-  /**
-   * A block of at least `size` bytes (a multiple of 8, >= MIN_BLOCK_SIZE), in state RESERVED.
+  /** A block of at least `size` bytes (a multiple of 8, >= MIN_BLOCK_SIZE), in state RESERVED.
    * @throws PILE_TOO_LARGE when no segment can hold it
-   * @throws PILE_OUT_OF_SPACE when maxMemory forbids another segment
-   */
+   * @throws PILE_OUT_OF_SPACE when maxMemory forbids another segment */
   alloc(size: number): number {
     if (size > this.segmentSize - SEGMENT_HEADER_SIZE) {
       throw new PileError(
@@ -176,23 +172,19 @@ export class Allocator {
     return addr;
   }
 
-  /**
-   * Where a record of at most `size` block bytes may be encoded in place before its exact size
+  /** Where a record of at most `size` block bytes may be encoded in place before its exact size
    * is known: the start of the tail, when alloc(size) would bump the tail too (no free list can
    * serve it) and the tail has room; 0 otherwise. Encoding there writes only inside the free
-   * tail, whose header stays as it is until claimTail(), so a crash meanwhile leaves it free.
-   */
+   * tail, whose header stays as it is until claimTail(), so a crash meanwhile leaves it free. */
   tailFor(size: number): number {
     if (this.tailEnd - this.tailAddr < size) return 0;
     if (this.nonEmptyClasses !== 0 && this.nextNonEmpty(sizeClass(size)) >= 0) return 0;
     return this.tailAddr;
   }
 
-  /**
-   * Cuts the block of a typed record encoded at the start of the tail, which tailFor() gave: `seg`, `segIdx` and `off`
+  /** Cuts the block of a typed record encoded at the start of the tail, which tailFor() gave: `seg`, `segIdx` and `off`
    * name that address. The block is RESERVED, like alloc()'s; returns its generation. Counts the record (`length` payload
-   * bytes) in the tail's pending counters, which cut() has just made its segment's: countUsedTyped() inlined by hand.
-   */
+   * bytes) in the tail's pending counters, which cut() has just made its segment's: countUsedTyped() inlined by hand. */
   claimTail(seg: Segment, segIdx: number, off: number, size: number, length: number): number {
     this.cut(seg, segIdx, off, size);
     this.pendUtil += length;
@@ -230,7 +222,7 @@ export class Allocator {
         // only ever start a block (recovery trusts it to confirm a neighbour's size).
         u32[(end >>> 2) + 2] = 0;
         this.freeBytes += end - off;
-        this.tailAddr = addr;
+        if ((this.tailAddr = addr) < this.foldAt[0]!) this.foldAt[0] = addr; // foldAt stays at or below the tail
         this.tailGen = g;
         return;
       }
@@ -253,12 +245,10 @@ export class Allocator {
     this.freeBytes += size;
   }
 
-  /**
-   * Shortens the RESERVED block at `addr` to its first `keep` bytes and frees the rest: for a put
+  /** Shortens the RESERVED block at `addr` to its first `keep` bytes and frees the rest: for a put
    * that allocated for an upper bound of its length. The block's size is read from its header,
    * not taken from the request: alloc() may hand out more than asked (a free block or a tail
-   * whose rest would be too small to stand alone). A rest too small to be a block stays as slack.
-   */
+   * whose rest would be too small to stand alone). A rest too small to be a block stays as slack. */
   trim(addr: number, keep: number): void {
     const segIdx = Math.floor(addr * this.segmentInv); // inline: hot (see segmentInv)
     const u32 = this.segments[segIdx]!.use().u32;
@@ -266,10 +256,18 @@ export class Allocator {
     const size = u32[h]!;
     const cut = size - keep;
     if (cut <= 0) return;
-    this.touch(segIdx, h << 2);
     const r = h + (keep >>> 2);
-    if (addr + size === this.tailAddr) {
-      this.rows[segIdx * ROW + R_ALLOC]! -= cut;
+    const atTail = addr + size === this.tailAddr;
+    // A block cut since the last fold (at or past foldAt) is counted in pendAlloc, not its row: no fold.
+    if (atTail && segIdx === this.pendSeg) this.markFor(segIdx, h << 2);
+    else this.touch(segIdx, h << 2);
+    if (atTail) {
+      if (segIdx === this.pendSeg) this.pendAlloc -= cut;
+      else {
+        this.rows[segIdx * ROW + R_ALLOC]! -= cut;
+        this.allocatedBytes -= cut;
+        this.freeBytes += cut;
+      }
       // The block ends where the tail starts: the tail moves back over the rest. Its new header
       // first, while the block still covers it; a crash before the block shrinks leaves the old tail
       // header where the block ends. The larger generation of the two, as free() merges: the rest
@@ -280,10 +278,8 @@ export class Allocator {
       u32[h + 2] = sizeCheck(keep);
       u32[h] = keep;
       u32[h + (size >>> 2) + 2] = 0; // the old tail header, inside the tail now (see free)
-      this.tailAddr = addr + keep;
+      if ((this.tailAddr = addr + keep) < this.foldAt[0]!) this.foldAt[0] = this.tailAddr;
       this.tailGen = g;
-      this.allocatedBytes -= cut;
-      this.freeBytes += cut;
       return;
     }
     if (cut < MIN_BLOCK_SIZE) return;
@@ -313,6 +309,7 @@ export class Allocator {
     this.tailAddr = seg.index * this.segmentSize + off;
     this.tailEnd = (seg.index + 1) * this.segmentSize;
     this.tailGen = this.genFloor;
+    this.foldAt[0] = this.tailAddr; // nothing cut from it yet
     // A segment added after compact() released later ones lies below the old marks.
     this.populatedTo = this.populateMark = 0;
     this.freeBytes += size;
@@ -338,8 +335,9 @@ export class Allocator {
 
   /** Cuts `size` bytes (or the whole tail, when the rest could not stand alone) off the front of the tail, at `off` of `seg`. */
   private cut(seg: Segment, segIdx: number, off: number, size: number): void {
-    this.touched[segIdx] = this.epoch;
+    // No turn stamp (touched): a cut writes only from the tail on, at or past foldAt, which a repair rescans (HolderRepair).
     if (this.marks[segIdx] === MARK_CLEAN) this.mark(segIdx, off);
+    if (segIdx !== this.pendSeg) foldTail(this, segIdx); // foldAt: the tail before this cut
     this.sinceCheckpoint += size;
     const addr = this.tailAddr;
     const u32 = seg.u32;
@@ -354,7 +352,6 @@ export class Allocator {
       this.tailAddr = this.tailEnd = this.tailGen = 0;
     }
     this.writeReserved(u32, off >>> 2, used, gen);
-    if (segIdx !== this.pendSeg) foldTail(this, segIdx);
     this.pendAlloc += used; // also out of freeBytes (foldTail)
     if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
   }
@@ -374,12 +371,16 @@ export class Allocator {
     this.populateMark = to - POPULATE_CHUNK;
   }
 
-  /**
-   * Raises the mark of segment `segIdx` for a write at `off`, before that write: MARK_TAIL at or
-   * past the checkpoint's tail in its segment, MARK_WHOLE elsewhere.
-   */
+  /** Raises the mark of segment `segIdx` for a write at `off`, before that write: MARK_TAIL at or past the checkpoint's
+   * tail in its segment, MARK_WHOLE elsewhere. Into the tail's segment other than by a cut, its row is made whole first
+   * (foldTail), so that a repair may take it as it is up to foldAt and rescan only from there (HolderRepair). */
   touch(segIdx: number, off: number): void {
+    if (segIdx === this.pendSeg) foldTail(this);
     this.touched[segIdx] = this.epoch;
+    this.markFor(segIdx, off);
+  }
+
+  private markFor(segIdx: number, off: number): void {
     const m = this.marks[segIdx]!;
     if (m === MARK_CLEAN || (m === MARK_TAIL && off < this.ckptTailOff)) this.mark(segIdx, off);
   }
@@ -465,10 +466,8 @@ export class Allocator {
     return stateOf(w) === STATE_FREE && this.wholeFree(seg.u32, off, seg.u32[off >>> 2]!, w);
   }
 
-  /**
-   * @internal Empties the damaged list of class `c` of segment `s` (its blocks leak, nothing is
-   * overwritten). The segment's row changes: it is marked, so that the next checkpoint saves it.
-   */
+  /** @internal Empties the damaged list of class `c` of segment `s` (its blocks leak, nothing is
+   * overwritten). The segment's row changes: it is marked, so that the next checkpoint saves it. */
   dropList(s: number, c: number): void {
     this.touch(s, 0);
     if (this.rows[s * ROW + c] !== 0) this.unlisted(c, s);

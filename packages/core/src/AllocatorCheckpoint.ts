@@ -63,6 +63,7 @@ export function restoreTail(alloc: Allocator, s: Float64Array): boolean {
 /** The pile's counters as the sums of its segments' rows. */
 export function sumRows(alloc: Allocator): void {
   foldTail(alloc);
+  alloc.foldAt[0] = alloc.tailAddr; // every row made anew or taken whole: nothing pending
   const rows = alloc.rows;
   let allocated = 0;
   let span = 0;

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { native, type SharedMapping, type SharedMutex } from '@pile/native';
+import { crc32 } from 'node:zlib';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
 import { MAX_SEGMENTS } from './PointerFormat';
@@ -10,13 +11,20 @@ import { ROW } from './SegmentRows';
 // The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
 // what every process that opens a pile shares while it is open. It holds no data of its own: every
 // field is derived from pile.meta and the segment files, so a file that no live process maps is
-// laid out afresh by the next opener.
+// laid out afresh by the next opener; but one that a process of this boot left with its rows live
+// (HEAD_CRC) is what that process worked on in place, and the next opener after a kill recovers
+// from it (kept, below; HolderRepair).
 
 export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
-/** 5: the reader table, epoch and session count; 4: the turn number and each segment's last turn (a dead holder's repair rescans only its segments); 3: before them. */
-export const COORD_VERSION = 5;
+/**
+ * 6: the boot that left the rows live and the tail at the last fold of the tail's counters (an
+ * opener after a kill recovers from the rows); 5: the reader table, epoch and session count; 4: the
+ * turn number and each segment's last turn (a dead holder's repair rescans only its segments); 3:
+ * before them.
+ */
+export const COORD_VERSION = 6;
 /** The head of the file (all but the rows): laid out afresh, with disk space. */
 const HEAD_SIZE = 196608;
 /** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
@@ -31,6 +39,10 @@ export const COORD = {
   SEGMENT_SIZE: 12,
   PILE_ID: 16,
   FILE_SIZE: 20,
+  /** The boot id (ASCII, zero-padded) of the opener that loaded the rows, once they are complete; zeros until then. */
+  BOOT: 24,
+  /** CRC32 of bytes 0-7 and 12-59 (the header without READY, the boot id), written with the boot id. */
+  HEAD_CRC: 60,
   MUTEX: 64,
   WRITE_SEQ: 128,
   CATALOG_SEQ: 132,
@@ -52,6 +64,8 @@ export const COORD = {
   COUNTERS: 192,
   /** f64 slots of COUNTERS: STAT_FIELDS, then genFloor. */
   COUNTER_SLOTS: 32,
+  /** f64: the tail when the tail's counters were last folded into its row (SegmentRows.foldTail): what lies from it to the tail is not counted in the row. */
+  FOLD_TAIL: 448,
   /** f64: the epoch, moved on by the holder of the writer turn (ReaderTable.advance); kept when the file is laid out again. */
   EPOCH: 512,
   /** u32: read sessions open (ReaderTable), dead ones included until a writer clears them; kept when laid out again. */
@@ -76,8 +90,16 @@ const LOCK_STRUCTURES = 3;
 /** How long an opener waits for another to finish laying the file out (it may be recovering a large pile). */
 const INIT_WAIT_MS = 600_000;
 
+/** Bytes of the boot id kept (a Linux boot id has 36). */
+const BOOT_BYTES = 36;
+
 /** A layout that fits: checked once, when this module loads. */
-if (COORD.COUNTERS + COORD.COUNTER_SLOTS * 8 > COORD.MARKS || COORD.MARKS + MAX_SEGMENTS > COORD.INCARNATIONS) {
+if (
+  COORD.COUNTERS + COORD.COUNTER_SLOTS * 8 > COORD.FOLD_TAIL ||
+  COORD.FOLD_TAIL + 8 > COORD.MARKS ||
+  COORD.MARKS + MAX_SEGMENTS > COORD.INCARNATIONS ||
+  COORD.BOOT + BOOT_BYTES > COORD.HEAD_CRC
+) {
   throw new Error('coordination file layout overlaps');
 }
 if (
@@ -114,6 +136,8 @@ export class CoordFile {
   get lockFd(): number {
     return this.fd;
   }
+  /** The tail at the last fold of the tail's counters (COORD.FOLD_TAIL). */
+  readonly foldTail: Float64Array;
   /** False for a process that could not map the file as shared memory and writes alone (see openWriter). */
   get shared(): boolean {
     return this.mapping !== undefined;
@@ -124,6 +148,12 @@ export class CoordFile {
    * after it join a state that is complete.
    */
   readonly first: boolean;
+  /**
+   * True when this first open kept what the last process of this boot left (see openWriter): the
+   * rows, turn numbers and tail it worked on in place, which the opener recovers from
+   * (HolderRepair.repairTouched) instead of from pile.meta.
+   */
+  readonly kept: boolean;
   private reservedRows = 0;
 
   private constructor(
@@ -132,6 +162,7 @@ export class CoordFile {
     private mapping: SharedMapping | undefined,
     readonly mutex: SharedMutex | undefined,
     first: boolean,
+    kept = false,
   ) {
     // A process that writes alone (no shared memory) gets views of private zeros: nothing reads them.
     const buf = mapping?.buffer ?? new ArrayBuffer(COORD_SIZE);
@@ -142,7 +173,9 @@ export class CoordFile {
     this.incarnations = new Uint32Array(buf, COORD.INCARNATIONS, MAX_SEGMENTS);
     this.touched = new Uint32Array(buf, COORD.TOUCHED, MAX_SEGMENTS);
     this.pendingBody = new Float64Array(buf, COORD.PENDING_BODY, 1);
+    this.foldTail = new Float64Array(buf, COORD.FOLD_TAIL, 1);
     this.first = first;
+    this.kept = kept;
     this.readers = new ReaderTable(this);
   }
 
@@ -150,12 +183,17 @@ export class CoordFile {
    * A read-write open: creates pile.coord if missing, then, under the exclusive init lock, lays it
    * out unless a live read-write opener has it (checked by its byte lock), and takes this
    * process's byte lock for as long as the pile is open. The first opener keeps the init lock
-   * (see {@link first}).
+   * (see {@link first}). `keepFor`: the boot id of this machine when pile.meta says the pile was not
+   * closed cleanly (undefined otherwise): a first opener then keeps the file as the last process
+   * left it, instead of laying it out, when it is this layout's, of this pile, with its rows
+   * stamped live on that boot and its header's CRC holding (see {@link kept}); only the mutex and
+   * the waiter count are made anew, and a holder that died is recorded as a dead holder's
+   * taker records it (WriterTurn), so that the recovery rescans what that turn touched.
    * @throws PILE_IO when the file can not be created, sized, locked or mapped (the message names it)
    * @throws PILE_FORMAT_VERSION when a live process of another build uses another layout
    * @throws PILE_CORRUPT when pile.coord is not a regular file, or a live process's layout names another pile
    */
-  static openWriter(dir: string, segmentSize: number, pileId: number): CoordFile {
+  static openWriter(dir: string, segmentSize: number, pileId: number, keepFor?: string): CoordFile {
     const file = path.join(dir, COORD_FILE_NAME);
     let fd: number;
     try {
@@ -185,7 +223,7 @@ export class CoordFile {
         } catch (err) {
           cannot = err;
         }
-        if (cannot !== undefined) return openSolo(fd, file, live, cannot);
+        if (cannot !== undefined) return openSolo(fd, file, live, cannot, segmentSize, pileId);
         if (!native.ofdLock(fd, LOCK_WRITERS, 1, 'read', file)) {
           throw new PileError(
             'PILE_LOCKED',
@@ -195,8 +233,10 @@ export class CoordFile {
         const u32 = new Uint32Array(mapping!.buffer);
         const first = !live || u32[COORD.READY >>> 2] !== 1;
         if (!first) checkHeader(u32, file, segmentSize, pileId);
-        if (first) layOut(u32, mutex!, segmentSize, pileId);
-        const coord = new CoordFile(file, fd, mapping, mutex, first);
+        const kept = first && keepFor !== undefined && liveOn(u32, keepFor, segmentSize, pileId);
+        if (kept) reopen(u32, mutex!);
+        else if (first) layOut(u32, mutex!, segmentSize, pileId);
+        const coord = new CoordFile(file, fd, mapping, mutex, first, kept);
         coord.readers.claim();
         if (!first) coord.initDone();
         return coord;
@@ -217,7 +257,7 @@ export class CoordFile {
      * that emulates mmap): it can not take turns with others, so it writes alone, holding the
      * writers' byte exclusively (another writer then gets PILE_LOCKED), or not at all.
      */
-    function openSolo(fd: number, file: string, live: boolean, cannot: unknown): CoordFile {
+    function openSolo(fd: number, file: string, live: boolean, cannot: unknown, segmentSize: number, pileId: number): CoordFile {
       mutex?.close();
       mapping?.unmap();
       if (live || !native.ofdLock(fd, LOCK_WRITERS, 1, 'write', file)) {
@@ -225,6 +265,12 @@ export class CoordFile {
           'PILE_LOCKED',
           `the pile is open for writing by other processes, and this process can not map ${file} as shared memory to take turns with them (${(cannot as Error).message})`,
         );
+      }
+      // It writes the pile without the rows of this file: they must not be kept by the next opener.
+      const head = Buffer.alloc(COORD.MUTEX);
+      if (fs.readSync(fd, head, 0, COORD.MUTEX, 0) === COORD.MUTEX) {
+        const u32 = new Uint32Array(head.buffer, head.byteOffset, COORD.MUTEX >>> 2);
+        if (liveOn(u32, undefined, segmentSize, pileId)) fs.writeSync(fd, Buffer.alloc(4), 0, 4, COORD.HEAD_CRC);
       }
       return new CoordFile(file, fd, undefined, undefined, true);
     }
@@ -289,6 +335,23 @@ export class CoordFile {
     const r = native.reserve(this.fd, COORD.ROWS + count * ROW * 8);
     if (r === ENOSPC) throw new PileError('PILE_IO', `no disk space for the rows of ${count} segments in ${this.file}`);
     this.reservedRows = count;
+  }
+
+  /**
+   * The rows are complete (the first opener loaded the pile): stamps this boot, so that the first
+   * opener after every process of this boot was killed may keep them (see openWriter).
+   */
+  stampLive(bootId: string): void {
+    if (this.mapping === undefined || bootId === '') return;
+    const b = Buffer.from(this.u32.buffer, 0, COORD.MUTEX);
+    b.fill(0, COORD.BOOT, COORD.HEAD_CRC);
+    b.write(bootId.slice(0, BOOT_BYTES), COORD.BOOT, 'latin1');
+    b.writeUInt32LE(headCrc(this.u32), COORD.HEAD_CRC);
+  }
+
+  /** The rows are not to be kept by a later opener: an open that kept them but could not recover from them. */
+  distrust(): void {
+    if (this.mapping !== undefined) this.u32[COORD.HEAD_CRC >>> 2] = ~headCrc(this.u32) >>> 0;
   }
 
   /** The write sequence: changes whenever a writer published a change. */
@@ -397,6 +460,50 @@ function checkHeader(u32: Uint32Array, file: string, segmentSize: number, pileId
       'PILE_CORRUPT',
       `${file}: segment size or pile id (offsets ${COORD.SEGMENT_SIZE}, ${COORD.PILE_ID}) are not those of pile.meta`,
     );
+  }
+}
+
+/** CRC32 of the header without READY (which a layout moves) and of the boot id (COORD.HEAD_CRC). */
+function headCrc(u32: Uint32Array): number {
+  const b = Buffer.from(u32.buffer, u32.byteOffset, COORD.MUTEX);
+  return crc32(b.subarray(COORD.SEGMENT_SIZE, COORD.HEAD_CRC), crc32(b.subarray(0, COORD.READY))) >>> 0;
+}
+
+/**
+ * The file was laid out for this layout and pile, and its rows were stamped live on the boot
+ * `bootId` (any boot when undefined), with the header's CRC holding: what a process of that boot
+ * worked on in place.
+ */
+function liveOn(u32: Uint32Array, bootId: string | undefined, segmentSize: number, pileId: number): boolean {
+  if (
+    u32[COORD.READY >>> 2] !== 1 ||
+    u32[COORD.MAGIC >>> 2] !== COORD_MAGIC ||
+    u32[COORD.VERSION >>> 2] !== COORD_VERSION ||
+    u32[COORD.SEGMENT_SIZE >>> 2] !== segmentSize ||
+    u32[COORD.PILE_ID >>> 2] !== pileId ||
+    u32[COORD.FILE_SIZE >>> 2] !== COORD_SIZE ||
+    u32[COORD.HEAD_CRC >>> 2] !== headCrc(u32)
+  )
+    return false;
+  if (bootId === undefined) return true;
+  const b = Buffer.from(u32.buffer, u32.byteOffset, COORD.MUTEX);
+  const stamped = b.toString('latin1', COORD.BOOT, COORD.HEAD_CRC).replace(/\0+$/, '');
+  return bootId !== '' && bootId.length <= BOOT_BYTES && stamped === bootId;
+}
+
+/**
+ * Keeps the file as the last process of this boot left it (openWriter's `keepFor`): a mutex and a
+ * waiter count of nobody, and the last holder's death recorded as WriterTurn records one it finds
+ * (a repair that died unfinished already left it recorded): the state invalid until the
+ * recovery, which rescans the segments stamped by that turn or later, is published.
+ */
+function reopen(u32: Uint32Array, mutex: SharedMutex): void {
+  mutex.init();
+  Atomics.store(u32, COORD.WAITERS >>> 2, 0);
+  if (Atomics.load(u32, COORD.STATE_VALID >>> 2) === 1) {
+    u32[COORD.REPAIR_FROM >>> 2] = u32[COORD.TURN >>> 2]!;
+    u32[COORD.FULL_REPAIR >>> 2] = 0;
+    Atomics.store(u32, COORD.STATE_VALID >>> 2, 0);
   }
 }
 

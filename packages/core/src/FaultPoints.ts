@@ -33,7 +33,9 @@ export type FaultPoint =
   /** A checkpoint's allocator state is saved; the dirty marks are not cleared yet. */
   | 'checkpoint-saved'
   /** A checkpoint cleared the dirty marks; the allocator does not know yet. */
-  | 'checkpoint-cleared';
+  | 'checkpoint-cleared'
+  /** The tail's fold (SegmentRows' foldTail) moved foldAt on; the pending counters are not in the row yet. */
+  | 'tail-folding';
 
 /**
  * Named points in the core where tests step in (count how often a step runs, or kill the process

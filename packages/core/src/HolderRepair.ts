@@ -4,6 +4,7 @@ import { SEGMENT_HEADER_SIZE } from './BlockFormat';
 import { COORD, type CoordFile } from './CoordFile';
 import { mapCounted, recover } from './PileFiles';
 import { emptyRecoveryReport, type RecoveryReport } from './Recovery';
+import type { PileOptions } from './PileOptions';
 import type { RecordStore } from './RecordStore';
 
 const REPAIR_FROM = COORD.REPAIR_FROM >>> 2;
@@ -30,7 +31,12 @@ const LAST_TAIL = COORD.LAST_TAIL >>> 3;
  * turn uncounted segments (compact()), or pile.meta has no checkpoint of this layout.
  * @throws PILE_CORRUPT, PILE_IO
  */
-export function repairTouched(store: RecordStore, report: RecoveryReport, coord: CoordFile): boolean {
+export function repairTouched(
+  store: RecordStore,
+  report: RecoveryReport,
+  coord: CoordFile,
+  onProgress?: PileOptions['onProgress'],
+): boolean {
   const u32 = coord.u32;
   const meta = store.meta!;
   const alloc = store.alloc;
@@ -48,14 +54,24 @@ export function repairTouched(store: RecordStore, report: RecoveryReport, coord:
   // The tail as the last complete write left it (WriterTurn.completed): the rows of segments not
   // touched since agree with it.
   const fmt = store.fmt;
+  const size = fmt.segmentSize;
   const f64 = coord.f64;
   const tail = f64[LAST_TAIL]!;
   const tailEnd = f64[LAST_TAIL + 1]!;
   const tailSeg = tail !== 0 ? fmt.segmentOf(tail) : -1;
-  if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= counted || tailEnd !== (tailSeg + 1) * fmt.segmentSize)) return false;
+  if (tail !== 0 && (!Number.isSafeInteger(tail) || tailSeg >= counted || tailEnd !== (tailSeg + 1) * size)) return false;
   alloc.tailAddr = tail;
   alloc.tailEnd = tailEnd;
   alloc.tailGen = f64[LAST_TAIL + 2]!;
+  // What appends cut since the last fold lies from foldAt to the tail, counted only in the dead
+  // process's pending counters: that part of its segment is rescanned, and added to its row
+  // (SegmentRows' foldTail). A foldAt that does not lie in the tail's segment at or below the tail
+  // (or in any segment when the tail is used up) is not trusted: both segments are rescanned whole.
+  const fold = coord.foldTail[0]!;
+  const foldSeg = fold !== 0 && Number.isSafeInteger(fold) && fold % 8 === 0 ? fmt.segmentOf(fold) : -1;
+  const foldOff = fold - foldSeg * size;
+  const foldOk =
+    foldSeg >= 0 && foldSeg < counted && foldOff >= SEGMENT_HEADER_SIZE && (tail === 0 || (foldSeg === tailSeg && fold <= tail));
   const count = mapCounted(store);
   // The dead turn may have checkpointed: the checkpoint and its marks are pile.meta's.
   const ckTail = ck.state[CKPT_TAIL]!;
@@ -70,8 +86,11 @@ export function repairTouched(store: RecordStore, report: RecoveryReport, coord:
   const touched = alloc.touched;
   const regions: Array<[number, number]> = [];
   for (let i = 0; i < count; i++) {
-    // The tail's segment too: what appends to it added is counted in its row only at a release (foldTail).
-    if (i < published && i !== tailSeg && (touched[i]! - from) >>> 0 > span) continue;
+    const whole = i >= published || (touched[i]! - from) >>> 0 <= span || (!foldOk && (i === tailSeg || i === foldSeg));
+    if (!whole) {
+      if (foldOk && i === foldSeg) regions.push([i, foldOff]);
+      continue;
+    }
     regions.push([i, SEGMENT_HEADER_SIZE]);
     // The rescan merges and lists free runs anywhere in the segment.
     if (i < ck.segmentCount && alloc.marks[i] !== MARK_WHOLE) {
@@ -79,11 +98,20 @@ export function repairTouched(store: RecordStore, report: RecoveryReport, coord:
       alloc.marks[i] = MARK_WHOLE;
     }
   }
+  if (foldOk && regions.some(([i, from]) => i === foldSeg && from === foldOff)) {
+    // Recovery takes the tail from foldAt on as free in the row, and finds it again by the walk.
+    // The segment is marked for what the walk writes there, and stamped with this turn: a
+    // repair after a death during this one rescans it whole (the row has been added to).
+    alloc.touch(foldSeg, foldOff);
+    alloc.tailAddr = fold;
+    alloc.tailEnd = (foldSeg + 1) * size;
+  }
   Object.assign(report, emptyRecoveryReport());
+  report.source = 'coord';
   const pending = coord.pendingBody[0]!;
   // A body of a scanned segment that no scanned link reaches is the dead set()'s, or is linked
   // from a segment the dead turn did not write: only the former is freed.
-  recover(store, report, undefined, regions, (bodies) => {
+  recover(store, report, onProgress, regions, (bodies) => {
     for (const b of bodies) if (b !== pending) bodies.delete(b);
   });
   return true;

@@ -91,7 +91,8 @@ export function openFiles(
     if (h.segmentCount > MAX_SEGMENTS)
       throw new PileError('PILE_CORRUPT', `meta file ${meta.file}: bad segment count ${h.segmentCount} at offset 16`);
     if (readonly) coord = CoordFile.openReader(dir, h.segmentSize, h.pileId);
-    else coord = CoordFile.openWriter(dir, h.segmentSize, h.pileId);
+    // Not closed cleanly: the rows of pile.coord may be kept (CoordFile.openWriter, HolderRepair).
+    else coord = CoordFile.openWriter(dir, h.segmentSize, h.pileId, !h.clean && h.version === FORMAT_VERSION ? BOOT_ID : undefined);
     return {
       meta,
       lock,
@@ -114,7 +115,10 @@ export function openFiles(
  * Brings an opened pile's state in. A process that joins others (pile.coord's {@link
  * CoordFile.first} false) takes their published state; the first loads the pile from its files
  * (loadPile) and checkpoints, holding the turn and the init lock, so that those who join find it
- * complete.
+ * complete. When it kept pile.coord as the last process of this boot left it ({@link
+ * CoordFile.kept}), it first recovers as a dead holder's repair does (WriterTurn.recoverKept, HolderRepair):
+ * from the rows there, rescanning what the dead turn touched and the tail's part appended since
+ * the last fold; where that can not be trusted, the rows are not kept again and loadPile recovers.
  * @throws as loadPile
  */
 export function startPile(
@@ -125,13 +129,39 @@ export function startPile(
   onProgress: PileOptions['onProgress'],
   checkpoint: () => void,
 ): void {
-  if (turn !== undefined && !files.coord!.first) return turn.view();
+  const coord = files.coord;
+  if (turn !== undefined && !coord!.first) return turn.view();
   turn?.enterFresh();
-  if (files.existing) loadPile(store, report, files.segmentCount, files.clean, onProgress);
+  if (files.existing) {
+    const kept = turn !== undefined && coord!.kept && startKept(store, files.segmentCount, onProgress, turn);
+    if (!kept) {
+      if (turn !== undefined) coord!.distrust();
+      loadPile(store, report, files.segmentCount, files.clean, onProgress);
+    }
+  }
+  // A dead set()'s body was freed or kept by the recovery: a later repair must not take it for one.
+  if (turn !== undefined) coord!.pendingBody[0] = 0;
   if (!store.readonly) checkpoint();
   turn?.leave();
   turn?.release(); // published before others join
-  files.coord?.initDone();
+  // Every counted segment's row is complete in pile.coord: the next opener after a kill may keep them.
+  if (turn !== undefined) coord!.stampLive(BOOT_ID);
+  coord?.initDone();
+}
+
+/**
+ * loadPile's first step for a writer (the pile marked in use), then the turn's recovery from the
+ * kept rows (WriterTurn.recoverKept); false when that could not be trusted (nothing changed that
+ * loadPile does not redo).
+ */
+function startKept(store: RecordStore, segmentCount: number, onProgress: PileOptions['onProgress'], turn: WriterTurn): boolean {
+  const meta = store.meta!;
+  if (segmentCount > 0 && Segment.isShortAndEmpty(store.dir!, segmentCount - 1, store.segmentSize, store.pileId)) return false;
+  store.alloc.genFloor = meta.readHeader().genFloor;
+  // Marked in use before the first write, as loadPile does; segments are mapped by the repair (mapCounted).
+  meta.writeHeader(metaHeader(store, segmentCount, false));
+  meta.sync();
+  return turn.recoverKept(onProgress);
 }
 
 /**
@@ -154,6 +184,9 @@ export function closeFiles(store: RecordStore, coord: CoordFile | undefined, tur
   for (const seg of store.segments) seg.sync();
   checkpoint();
   if (coord?.otherWriters() !== true) {
+    // Only a pile whose last writer died is recovered from pile.coord: once this one is closed clean,
+    // anything may change its files (a copy, a tool) before an open finds it unclean again.
+    coord?.distrust();
     // The rows lie on other pages than the header: on disk before the header says clean.
     meta.sync();
     meta.writeHeader(metaHeader(store, store.segments.length, true));

@@ -62,6 +62,15 @@ export interface RecoveryReport {
   bytesScanned: number;
   /** Block headers the scan read. */
   blocksScanned: number;
+  /**
+   * Where the allocator state outside what was scanned came from: 'none' (no recovery ran), 'scan'
+   * (nothing: every segment was scanned), 'checkpoint' (pile.meta's last checkpoint and dirty
+   * marks), 'coord' (pile.coord's rows as the writers left them in place on this boot: after a
+   * holder of the writer turn died, or when the last process of the pile was killed; only what
+   * the dead turn touched and what it appended since its last fold of the tail's counters were
+   * scanned; docs/durability.md).
+   */
+  source: 'none' | 'scan' | 'checkpoint' | 'coord';
 }
 
 /** A report of an open that did not need to recover. */
@@ -76,6 +85,7 @@ export function emptyRecoveryReport(): RecoveryReport {
     regionsScanned: 0,
     bytesScanned: 0,
     blocksScanned: 0,
+    source: 'none',
   };
 }
 
@@ -167,6 +177,7 @@ export function recoverPile(host: RecoveryHost, onProgress: PileOptions['onProgr
   const r = host.report;
   r.ran = true;
   r.full = regions === undefined;
+  if (r.source !== 'coord') r.source = r.full ? 'scan' : 'checkpoint';
   const scan = regions ?? segments.map((s): [number, number] => [s.index, SEGMENT_HEADER_SIZE]);
   r.regionsScanned = scan.length;
   for (const [, from] of scan) r.bytesScanned += segmentSize - from;

@@ -4,6 +4,8 @@
 // a checkpoint saves the rows of the segments written since the one before, and recovery takes
 // every other segment's row from pile.meta and rebuilds the written ones by walking them alone.
 
+import { faultPoints } from './FaultPoints';
+
 /** Bytes of its blocks in use or reserved; the slots before it are the list heads of the size classes (Allocator checks that they fit). */
 export const R_ALLOC = 212;
 /** Bytes of its blocks walked (used, reserved and free): its free bytes are R_SPAN - R_ALLOC. */
@@ -37,12 +39,33 @@ export interface TailCounts {
   freeBytes: number;
   utilizedBytes: number;
   objectCount: number;
+  tailAddr: number;
+  /**
+   * [0]: the tail at the last fold that moved counters or started gathering them (pile.coord's FOLD_TAIL for a shared
+   * pile): the blocks from it to the tail were cut since, and are counted in the pending counters, not in the row,
+   * whose other blocks it counts exactly (a write into the segment that is not a cut folds first: Allocator.touch).
+   * So a repair after a death rescans only from there (HolderRepair). Kept at or below the tail when the tail moves
+   * down; set where rows are made anew (sumRows) or a segment becomes the tail. A fold with nothing pending and nothing
+   * to gather leaves it: it runs outside the writer turn too (stats), where this process's tail may be stale.
+   */
+  foldAt: Float64Array<ArrayBufferLike>;
+  /** The writer turn's stamps of the segments it writes, and its number (Allocator.touched, Allocator.epoch). */
+  touched: Uint32Array<ArrayBufferLike>;
+  epoch: number;
 }
 
 /** Adds the tail segment's pending counters to its row and the pile's; from now on they gather for segment `next` (-1: none). */
 export function foldTail(a: TailCounts, next = -1): void {
   const s = a.pendSeg;
   if (s >= 0) {
+    // foldAt moves before the row is added to: a holder that dies between the two left a row that
+    // lacks what foldAt no longer covers. Stamped with the turn meanwhile, the segment is then
+    // rescanned whole by the repair (HolderRepair); the stamp it had comes back once the row is whole.
+    const touched = a.touched;
+    const was = touched[s]!;
+    touched[s] = a.epoch;
+    a.foldAt[0] = a.tailAddr;
+    faultPoints.hit?.('tail-folding');
     const rows = a.rows;
     const r = s * ROW;
     rows[r + R_ALLOC]! += a.pendAlloc;
@@ -52,7 +75,8 @@ export function foldTail(a: TailCounts, next = -1): void {
     a.freeBytes -= a.pendAlloc;
     a.utilizedBytes += a.pendUtil;
     a.objectCount += a.pendObj;
-  }
+    touched[s] = was;
+  } else if (next >= 0) a.foldAt[0] = a.tailAddr;
   a.pendAlloc = a.pendUtil = a.pendObj = 0;
   a.pendSeg = next;
 }

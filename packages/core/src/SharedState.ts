@@ -32,7 +32,9 @@ export function shareState(
     checkpoint();
   });
   state.share(store.alloc);
-  return new WriterTurn(coord, state);
+  const turn = new WriterTurn(coord, state);
+  turn.recoverKept = (onProgress) => repairTouched(store, report, coord, onProgress);
+  return turn;
 }
 
 /**
@@ -103,6 +105,7 @@ export class SharedState implements TurnHost {
     alloc.onRows = (count) => this.coord.reserveRows(count);
     alloc.touched = this.coord.touched;
     alloc.intent = this.coord.pendingBody;
+    alloc.foldAt = this.coord.foldTail;
   }
 
   turn(turn: number): void {

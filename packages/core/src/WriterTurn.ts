@@ -1,6 +1,7 @@
 import { native, type SharedMutexCalls } from '@pile/native';
 import { COORD, type CoordFile } from './CoordFile';
 import { PileError } from './PileError';
+import type { PileOptions } from './PileOptions';
 
 const OWNER_DEAD = native.MUTEX.OWNER_DEAD;
 const BUSY = native.MUTEX.BUSY;
@@ -110,6 +111,11 @@ export class WriterTurn {
    * object (napi_unwrap) cost about 0.4 µs each (docs/benchmarks.md, "the writer turn's Node-API calls").
    */
   private readonly calls: SharedMutexCalls;
+  /**
+   * The first opener's recovery from a pile.coord kept as the last process of this boot left it
+   * (HolderRepair.repairTouched, set by shareState): false where its rows can not be trusted.
+   */
+  recoverKept: (onProgress: PileOptions['onProgress']) => boolean = () => false;
   constructor(
     private readonly coord: CoordFile,
     private readonly host: TurnHost,

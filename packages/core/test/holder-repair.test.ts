@@ -8,7 +8,7 @@ import { KIND_CATALOG, SEGMENT_HEADER_SIZE, STATE_USED, kindOf, stateOf } from '
 import { MetaFile } from '../src/MetaFile';
 import { segmentFileName } from '../src/Segment';
 import { buildCore } from './fixtures/build-core';
-import { where } from './fixtures/pile-files';
+import { dropCoord, where } from './fixtures/pile-files';
 
 // The repair after a holder of the writer turn died (docs/concurrency.md, "A holder's death"): it
 // rescans only the segments the dead holder touched since its last complete write, whatever was
@@ -239,17 +239,20 @@ describe('repair after a holder of the writer turn died', function () {
     });
   }
 
-  it('after a repair, an unclean open of the same boot scans every segment marked since the checkpoint, and of another boot every segment', () => {
+  it('after a repair, an unclean open of the same boot recovers from pile.coord; without it, it scans every segment marked since the checkpoint, and of another boot every segment', () => {
     const p = target();
     victim(dir, { PILE_OP: 'grow-set', PILE_PTR: String(p), PILE_KILL_AT: 'journal-written' });
     expect(repairAndCheck().regionsScanned).to.be.at.most(5);
-    // What a crash of every process (same boot) or of the machine (another boot) leaves: the files
-    // as they are now, the pile open (not marked clean).
+    // What a kill of every process (same boot) or a crash of the machine (another boot) leaves: the
+    // files as they are now, the pile open (not marked clean). The same boot keeps pile.coord's rows;
+    // without them (removed: as a machine crash leaves them, not of this boot) pile.meta's marks serve.
     const n = pile.stats.segmentCount;
     const sameBoot = path.join(tmp, 'same-boot');
+    const noCoord = path.join(tmp, 'no-coord');
     const otherBoot = path.join(tmp, 'other-boot');
-    fs.cpSync(dir, sameBoot, { recursive: true });
-    fs.cpSync(dir, otherBoot, { recursive: true });
+    for (const copy of [sameBoot, noCoord, otherBoot]) fs.cpSync(dir, copy, { recursive: true });
+    dropCoord(noCoord);
+    dropCoord(otherBoot);
     const meta = MetaFile.open(otherBoot, false)!;
     let since: number;
     try {
@@ -260,18 +263,26 @@ describe('repair after a holder of the writer turn died', function () {
       meta.close();
     }
     // Segments added since the checkpoint are scanned unmarked.
-    const marked = marks(sameBoot, n - since).filter((m) => m !== 0).length;
+    const marked = marks(noCoord, n - since).filter((m) => m !== 0).length;
     expect(marked).to.be.at.least(SEGS);
-    for (const [copy, full] of [
-      [sameBoot, false],
-      [otherBoot, true],
+    for (const [copy, source] of [
+      [sameBoot, 'coord'],
+      [noCoord, 'checkpoint'],
+      [otherBoot, 'scan'],
     ] as const) {
       const other = openPile({ dir: copy });
       try {
-        expect(other.lastRecovery.ran, copy).to.equal(true);
-        expect(other.lastRecovery.full, copy).to.equal(full);
-        expect(other.lastRecovery.regionsScanned, copy).to.equal(full ? n : marked + since);
+        const r = other.lastRecovery;
+        expect(r.ran, copy).to.equal(true);
+        expect(r.source, copy).to.equal(source);
+        expect(r.full, copy).to.equal(source === 'scan');
+        if (source === 'coord') {
+          // The rows as this process left them after its last write: the tail's segment from the last fold alone.
+          expect(r.regionsScanned, copy).to.equal(1);
+          expect(r.bytesScanned, copy).to.be.below((1 << 20) - SEGMENT_HEADER_SIZE);
+        } else expect(r.regionsScanned, copy).to.equal(source === 'scan' ? n : marked + since);
         for (const [q, v] of model) expect(other.get(q), `record ${q}`).to.deep.equal(v);
+        expect(other.stats.objectCount, "the model and repairAndCheck's record").to.equal(model.size + 1);
         expect(other.verify().ok).to.equal(true);
       } finally {
         other.close();

@@ -7,14 +7,16 @@ import { openPile, type Pile, type PilePointer } from '../src';
 import { NUM_CLASSES, type Allocator } from '../src/Allocator';
 import type { PointerFormat } from '../src/PointerFormat';
 import { ROW, R_ALLOC } from '../src/SegmentRows';
-import { copyDir, metaFile } from './fixtures/pile-files';
+import { copyDir, dropCoord, metaFile } from './fixtures/pile-files';
 
 /**
  * Issue 19: free lists and counters per segment (pile format 4). After a writer killed with SIGKILL
  * deleted, set or reused blocks of some segments since its checkpoint, the next open rescans those
  * segments alone, takes every other segment's lists and counters from the checkpoint, and comes to
  * the allocator state that a scan of the whole pile finds: the same counters, per segment and in
- * all, and the same free blocks in each segment's list of each class.
+ * all, and the same free blocks in each segment's list of each class. Those opens are without
+ * pile.coord, as after a machine crash; with it (the same boot) the open recovers from its rows and
+ * scans only the tail's part appended since the last fold, to the same state.
  */
 
 const SEG = 1 << 20;
@@ -119,21 +121,27 @@ describe('recovery rescans only the segments written since the checkpoint (issue
     return { dir, values: left };
   }
 
-  /** Opens a copy of `dir` (without its checkpoint when `full`): every value, verify, and the state. */
+  /**
+   * Opens a copy of `dir`: from pile.coord ('coord', as the same boot does), or without it (as after a
+   * machine crash) from pile.meta's checkpoint ('ckpt') or, the checkpoint damaged, by a full scan
+   * ('full'). Checks every value and verify; returns the state.
+   */
   function recover(
     dir: string,
     left: Map<PilePointer, string>,
-    full: boolean,
+    from: 'coord' | 'ckpt' | 'full',
   ): { state: ReturnType<typeof stateOf>; report: Pile['lastRecovery']; stats: Pile['stats'] } {
-    const copy = `${dir}-${full ? 'full' : 'ckpt'}`;
+    const copy = `${dir}-${from}`;
     copyDir(dir, copy);
-    if (full) {
+    if (from !== 'coord') dropCoord(copy);
+    if (from === 'full') {
       const fd = fs.openSync(metaFile(copy), 'r+');
       fs.writeSync(fd, Buffer.alloc(4), 0, 4, 4096); // the checkpoint's CRC
       fs.closeSync(fd);
     }
     const pile = openPile({ dir: copy, verifyOnRead: true });
     try {
+      expect(pile.lastRecovery.source, from).to.equal(from === 'coord' ? 'coord' : from === 'ckpt' ? 'checkpoint' : 'scan');
       for (const [p, v] of left) expect(pile.get(p)).to.equal(v);
       expect(pile.stats.objectCount).to.equal(left.size);
       const v = pile.verify();
@@ -144,11 +152,25 @@ describe('recovery rescans only the segments written since the checkpoint (issue
     }
   }
 
+  /**
+   * After a writer killed between writes, the recovery from pile.coord (same boot) takes every row as
+   * the writer left it and scans one region, the tail's segment from the last fold of its counters,
+   * and comes to the state of a full scan.
+   */
+  function fromCoord(dir: string, left: Map<PilePointer, string>, whole: ReturnType<typeof recover>, what = ''): void {
+    const coord = recover(dir, left, 'coord');
+    expect(coord.report.full, what).to.equal(false);
+    expect(coord.report.regionsScanned, what).to.equal(1);
+    expect(coord.report.bytesScanned, what).to.be.at.most(SEG - 64);
+    expect(coord.stats, what).to.deep.equal(whole.stats);
+    sameState(coord.state, whole.state, `${what} from pile.coord`);
+  }
+
   /** Recovers after `ops` from the checkpoint and by a full scan: `segments` rescanned (a number, or at most the pile less one). */
   function compare(ops: Op[], segments: number | 'fewer'): Pile['lastRecovery'] {
     const { dir, values: left } = killedAfter(ops);
-    const partial = recover(dir, left, false);
-    const whole = recover(dir, left, true);
+    const partial = recover(dir, left, 'ckpt');
+    const whole = recover(dir, left, 'full');
     expect(whole.report.full).to.equal(true);
     expect(partial.report.ran).to.equal(true);
     expect(partial.report.full).to.equal(false);
@@ -159,6 +181,7 @@ describe('recovery rescans only the segments written since the checkpoint (issue
     }
     expect(partial.stats).to.deep.equal(whole.stats);
     sameState(partial.state, whole.state);
+    fromCoord(dir, left, whole);
     return partial.report;
   }
 
@@ -220,12 +243,13 @@ describe('recovery rescans only the segments written since the checkpoint (issue
       // Sometimes a few puts, which reuse freed blocks (of any segment) or cut the tail.
       if (r(3) === 0) for (let i = 0; i < 5; i++) ops.push(['put', 40 + r(600)]);
       const { dir, values: left } = killedAfter(ops);
-      const partial = recover(dir, left, false);
-      const whole = recover(dir, left, true);
+      const partial = recover(dir, left, 'ckpt');
+      const whole = recover(dir, left, 'full');
       expect(partial.report.full, `seed ${seed}`).to.equal(false);
       expect(partial.report.regionsScanned, `seed ${seed}`).to.be.at.least(touched.size);
       expect(partial.stats, `seed ${seed}`).to.deep.equal(whole.stats);
       sameState(partial.state, whole.state, `seed ${seed}`);
+      fromCoord(dir, left, whole, `seed ${seed}`);
     }
   });
 });

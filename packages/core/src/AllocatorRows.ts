@@ -1,6 +1,6 @@
 import { NUM_CLASSES, type Allocator } from './Allocator';
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, flagsOf, kindOf } from './BlockFormat';
-import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW } from './SegmentRows';
+import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW, foldTail } from './SegmentRows';
 
 // The allocator's segment rows (SegmentRows.ts): their room, and the record counters, kept for the
 // pile and for the segment of each block, called once per put, set and delete after the allocator's own work.
@@ -11,13 +11,14 @@ import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW } from './SegmentRows';
  */
 export function countUsed(a: Allocator, w: number, length: number, segIdx: number): void {
   const r = segIdx * ROW;
+  const kind = kindOf(w);
+  if (segIdx === a.pendSeg && (kind === KIND_CATALOG || kind === KIND_JOURNAL)) countInternalInTail(a, segIdx);
   const pend = segIdx === a.pendSeg;
   if (pend) a.pendUtil += length;
   else {
     a.utilizedBytes += length;
     a.rows[r + R_UTIL]! += length;
   }
-  const kind = kindOf(w);
   if (flagsOf(w) & FLAG_BODY) return;
   if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
     a.internalCount++;
@@ -33,6 +34,19 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
       a.rows[r + R_LINK]!++;
     }
   }
+}
+
+/**
+ * A journal or catalog block cut from the tail since the last fold: internal blocks have no pending
+ * counter, and counted in the row above foldAt they were counted twice by a repair's rescan from
+ * there (a catalog) or kept after its replay freed them (a journal). So the tail's counters are
+ * folded first (the block lies below foldAt then) and the segment stamped with this write, which
+ * makes a repair after a death in it rescan the segment whole: its journal is replayed, and a
+ * catalog record no slot names yet is freed.
+ */
+function countInternalInTail(a: Allocator, segIdx: number): void {
+  a.touched[segIdx] = a.epoch;
+  foldTail(a);
 }
 
 /**

@@ -4,6 +4,7 @@ import { BLOCK_HEADER_SIZE, FLAG_BODY, KIND_JOURNAL, KIND_LINK, STATE_USED, bloc
 import { beginChange, endChange } from './ChangeSeq';
 import { faultPoints } from './FaultPoints';
 import type { Segment } from './Segment';
+import { foldTail } from './SegmentRows';
 import type { ValueEncoding } from './ValueEncoding';
 
 /** Journal op: copy the journal's payload over the target block. */
@@ -121,6 +122,11 @@ export function applyJournal(host: JournalHost, jSeg: Segment, jOff: number): vo
   const tw = t.seg.u32[(t.off >>> 2) + 1]!;
   const tFlags = flagsOf(tw) & FLAG_BODY;
   const wasUsed = stateOf(tw) === STATE_USED;
+  // The target lies below foldAt, so its counts are its row's, which a repair takes as they stand. A
+  // cut of this set (its body or journal from the tail) may have made its segment the pending one
+  // since replaceRecord's touch: counted now, it would go to the pending counters and be lost with a
+  // holder killed before their next fold, its row a record short (segment stamped by an older write).
+  if (t.seg.index === alloc.pendSeg) foldTail(alloc);
   if (wasUsed) uncountUsed(alloc, tw, t.seg.u32[(t.off >>> 2) + 2]!, t.seg.index);
   const tp = t.off + BLOCK_HEADER_SIZE;
   // The target is changed in place: readers of other processes may be reading it (ChangeSeq.ts).

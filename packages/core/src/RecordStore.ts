@@ -286,12 +286,10 @@ export abstract class RecordStore extends ReadState {
   /** @internal */
   putTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): PilePointer {
     this.writable();
-    // store() and ValueEncoding.write() inlined by hand: this is the hottest write path. A small
-    // record is encoded for an upper bound of its length, which spares the UTF-8 length scan of its
-    // strings (a native call each); a large one is measured exactly, so that a bound up to 3x its
-    // size never refuses a record that fits. While the pile grows, the record is encoded at the
-    // start of the tail and its block cut to the exact size after; otherwise the block allocated
-    // for the bound is trimmed.
+    // store() and ValueEncoding.write() inlined by hand: this is the hottest write path. A small record is encoded for an
+    // upper bound of its length, which spares the UTF-8 length scan of its strings (a native call each); a large one is
+    // measured exactly, so that a bound up to 3x its size never refuses a record that fits. While the pile grows, the
+    // record is encoded at the start of the tail and its block cut to the exact size after; otherwise it is trimmed.
     // Measuring and encoding run the caller's code (getters, zod), which reads the value twice:
     // writes are refused meanwhile (EncodeGuard), encode() checks what it reads again and stays
     // inside the block, and a throw gives the block back.
@@ -480,11 +478,12 @@ export abstract class RecordStore extends ReadState {
     const began = kindOf(w) !== KIND_JOURNAL && beginChange(seg.u32);
     try {
       if (this.recovering) {
-        // Free lists are not built yet: only mark it; rebuild() links and merges it. A damaged
-        // block is left to the torn-record pass, which decides whether its size can be trusted.
+        // Free lists are not built yet: only mark it (rebuild() lists it); a damaged one is the torn-record pass's.
         if (blockDamage(seg.buf, seg.u32, off) === undefined) this.alloc.writeFree(seg.u32, off >>> 2, seg.u32[off >>> 2]!, genOf(w));
         return;
       }
+      // Stamped before its row changes, not only in free(): a repair rescans whole only what the dead write stamped.
+      this.alloc.touch(segIdx, off);
       if (stateOf(w) === STATE_USED) uncountUsed(this.alloc, w, seg.u32[(off >>> 2) + 2]!, segIdx);
       this.alloc.free(addr);
     } finally {

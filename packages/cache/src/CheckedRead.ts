@@ -95,12 +95,15 @@ export function underTableCheck<R, A>(
       }
     } else if (missDuringResize && v !== t.idxVersion && t.idxVersion !== UNKNOWN_VERSION) return undefined as R;
     // The seqlock words lie in the header block, which a drop frees for reuse: what they hold then
-    // means nothing (an odd word would be waited for until PILE_LOCKED), so a retry first makes sure
-    // the table is still there.
-    if (retry === undefined) {
-      const dropped = droppedOr(t, undefined);
-      if (dropped !== undefined) throw dropped;
-    }
+    // means nothing, and the table made next under the name is mostly given the very same block, so
+    // they are its seqlock and version. So every retry, not only the first, makes sure the table is
+    // still there: a wait never outlasts the drop of its table. A read whose first retry came before
+    // the drop used to go on: on the freed words (PILE_LOCKED after 1 s when they stayed odd), or,
+    // once an attempt had found the table dropped while those words moved (that error is taken for
+    // a change and the attempt made again, with the table's own words detached: zeros), comparing
+    // the next table's seqlock with zero until the 10 s give-up.
+    const dropped = droppedOr(t, undefined);
+    if (dropped !== undefined) throw dropped;
     (retry ??= new ReadRetry()).pause(`${what} of cache table '${t.meta.name}'`, w, s);
   }
 }

@@ -225,8 +225,10 @@ function reloadIndex(t: CheckedTable, s: number, v: number): boolean {
     const stored = t.host.storedIndex(t.meta.id);
     if (stored !== undefined) idx = SlotIndex.open(pile, stored.capacity, stored.chunkSlots, stored.chunks as PilePointer[]);
   } catch (err) {
-    // Chunks freed by a resize that ran after the catalog was read.
+    // Chunks freed by a resize that ran after the catalog was read (it moved the seqlock), or by a
+    // drop (which does not): not damage.
     if (Atomics.load(t.seqWords, SEQ_WORD) !== s) return false;
+    if (t.host.storedIndex(t.meta.id) === undefined) throw foundDropped(t);
     throw err;
   }
   if (Atomics.load(t.seqWords, SEQ_WORD) !== s) return false;

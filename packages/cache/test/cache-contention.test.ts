@@ -196,13 +196,44 @@ describe('cache tables read by other processes while one writes', function () {
     }
   });
 
+  // A reader reads a table's index again (at its first read, and after a resize) from the chunk list
+  // of the catalog, then maps the chunks. A drop between the two frees them without moving the
+  // seqlock (a resize moves it), and the failed mapping was reported as damage: PILE_CORRUPT "cache
+  // index chunk 0 ... is not readable", in 3 of 6 runs of the drop test below with 200 rounds once
+  // reads checked for the drop at every retry (0 of 31 runs before: why it became frequent is not
+  // established; readers that learn of a drop sooner open the next table while it is written).
+  it('a read-only open whose table is dropped between its catalog read and the mapping of the index gets PILE_CLOSED', () => {
+    const cache = openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 });
+    cache.table<string>(DROP_TABLE).put('a', 'A');
+    const reader = openCache({ dir, readonly: true });
+    try {
+      const rt = reader.table<string>(DROP_TABLE);
+      // The writer's drop lands right after the reader's catalog read, as it can from another process.
+      const host = reader as unknown as { storedIndex(id: number): unknown };
+      const readCatalog = host.storedIndex.bind(reader);
+      let dropped = false;
+      host.storedIndex = (id: number): unknown => {
+        const stored = readCatalog(id);
+        if (!dropped) dropped = cache.dropTable(DROP_TABLE);
+        return stored;
+      };
+      expect(() => rt.get('a'))
+        .to.throw()
+        .that.satisfies((e: unknown) => isPileError(e, 'PILE_CLOSED'));
+      expect(dropped).to.equal(true);
+    } finally {
+      reader.close();
+      cache.close();
+    }
+  });
+
   // dropTable beside readers: the dropped table's header, index and entries are freed and reused by
   // the table made again under the same name. Before the drop was checked for, a reader's
   // cache.table(name) kept giving the dropped table (PILE_CLOSED for ever, the new table never
   // found), and reads of the freed blocks could raise PILE_CORRUPT, PILE_INVALID_POINTER or
   // PILE_LOCKED instead of PILE_CLOSED.
   it('two read-only processes get no wrong value and no error but PILE_CLOSED while the writer drops a table and makes it again, and find the new one', async () => {
-    const ROUNDS = 25;
+    const ROUNDS = Number(process.env.PILE_DROP_ROUNDS ?? 25);
     const cache = openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 });
     const fill = (round: number): void => {
       const t = cache.table<string>(DROP_TABLE, { initialCapacity: 64 }); // grows while it fills

@@ -90,13 +90,16 @@ describe('cache tables read by other processes while one writes', function () {
   // shrinks) and lets entries expire (fixtures/churn-writer.ts, iteration-reader.ts). With walkTable
   // in place of the checked walk the readers counted wrong entries and errors (stale pointers) in
   // every run tried.
-  it('two read-only processes iterate and count with no wrong entry while a writer grows, shrinks and evicts', async () => {
+  // Each walk holds a read session (deferred reuse): the evicting writer, out of room, waits for the
+  // sessions that pin what it evicted or gives their pin up (pinsGivenUp), and never fails for lack
+  // of room; the walks stay right either way.
+  it('three read-only processes iterate and count with no wrong entry while a writer grows, shrinks and evicts', async () => {
     const ms = Number(process.env.PILE_CACHE_CONTENTION_MS ?? 4000);
     openCache({ dir, segmentSize: 1 << 20, sweepIntervalSec: 0 }).close();
     const { written, reports } = await writerBesideReaders(
       path.join(FIXTURES, 'churn-writer.ts'),
       path.join(FIXTURES, 'iteration-reader.ts'),
-      2,
+      3,
       { PILE_DIR: dir, PILE_MS: String(ms) },
     );
     expect(written.grows as number).to.be.at.least(2);

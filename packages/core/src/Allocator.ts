@@ -13,19 +13,14 @@ import {
 } from './BlockFormat';
 import { faultPoints } from './FaultPoints';
 import { PileError } from './PileError';
-import type { PointerFormat } from './PointerFormat';
+import { MAX_SEGMENTS, type PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
 import { R_ALLOC, R_SPAN, ROW, foldTail } from './SegmentRows';
+import { NUM_CLASSES, sizeClass } from './SizeClass';
 
-/** Exact classes of 8 bytes up to 1 KiB, then four classes per power of two up to 1 GiB. */
-export const NUM_CLASSES = 212;
-/** A segment row holds a list head per class before its counters (SegmentRows.ts): checked once, when this module loads. */
-if (R_ALLOC !== NUM_CLASSES) throw new Error('segment rows do not hold one list head per size class');
 const FIT_SCAN_LIMIT = 16;
 /** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
 const POPULATE_CHUNK = 1 << 20;
-/** Segments a pile can have (pointers carry 14 bits of segment index). */
-const MAX_SEGMENTS = 1 << 14;
 /** Dirty marks of a segment since the last checkpoint (kept in pile.meta, see docs/format.md). */
 export const MARK_CLEAN = 0;
 /** Written only at or past the checkpoint's tail: recovery scans from there to the segment's end. */
@@ -34,12 +29,6 @@ export const MARK_TAIL = 1;
 export const MARK_WHOLE = 2;
 /** Added since the checkpoint: always scanned whole, never marked. */
 const MARK_NEW = 3;
-
-export function sizeClass(size: number): number {
-  if (size <= 1024) return size >>> 3;
-  const lg = 31 - Math.clz32(size);
-  return 128 + (lg - 10) * 4 + ((size >>> (lg - 2)) & 3);
-}
 
 /**
  * Block allocator over a list of segments. Free blocks form doubly linked lists by segment and size
@@ -96,6 +85,8 @@ export class Allocator {
   /** Generation a new segment's free space starts at: above any a segment released by compact() held, so a segment made
    * again at its index never takes the tag of a record deleted there before (kept in pile.meta). */
   genFloor = 0;
+  /** @internal Walks keep retired blocks (RetiredList.ts) as allocated; false while an unclean open recovers: none is listed then. */
+  keepRetired = false;
   /** @internal Bytes freed since the last walk that merged free runs (see alloc). */
   freedSinceWalk = 0;
   /** Bytes per segment (fmt.segmentSize). */
@@ -130,8 +121,8 @@ export class Allocator {
   constructor(
     readonly segments: Segment[],
     readonly fmt: PointerFormat,
-    /** Adds a segment and returns it, or throws PILE_OUT_OF_SPACE. */
-    private readonly grow: () => Segment,
+    /** Adds a segment and returns it, or throws PILE_OUT_OF_SPACE; undefined: it freed retired blocks instead (RetiredList.makeRoom). */
+    private readonly grow: () => Segment | undefined,
     /** The walk that merges every free run (AllocatorScan's rebuild) before alloc() grows the pile: no import cycle. */
     private readonly mergeWalk: () => void,
   ) {
@@ -165,6 +156,8 @@ export class Allocator {
     if (addr === 0) {
       this.touched[this.segments.length] = this.epoch; // the new segment's index, before its file is counted
       const seg = this.grow();
+      // Deferred reuse handed blocks back instead of the pile growing past its limit: look again.
+      if (seg === undefined) return this.alloc(size);
       this.addFreeSegment(seg);
       addr = this.bump(size);
       if (addr === 0) throw new PileError('PILE_OUT_OF_SPACE', `no block of ${size} bytes after adding segment ${seg.index}`);

@@ -1,4 +1,5 @@
-import { MARK_CLEAN, MARK_WHOLE, NUM_CLASSES, type Allocator } from './Allocator';
+import { MARK_CLEAN, MARK_WHOLE, type Allocator } from './Allocator';
+import { NUM_CLASSES } from './SizeClass';
 import { ensureRows } from './AllocatorRows';
 import { R_ALLOC, R_INT, R_LINK, R_OBJ, R_SPAN, R_UTIL, ROW, foldTail } from './SegmentRows';
 

@@ -1,4 +1,5 @@
-import { NUM_CLASSES, type Allocator } from './Allocator';
+import type { Allocator } from './Allocator';
+import { NUM_CLASSES } from './SizeClass';
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, flagsOf, kindOf } from './BlockFormat';
 import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW, foldTail } from './SegmentRows';
 

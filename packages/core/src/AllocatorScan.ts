@@ -1,10 +1,12 @@
-import { NUM_CLASSES, sizeClass, type Allocator } from './Allocator';
+import type { Allocator } from './Allocator';
+import { NUM_CLASSES, sizeClass } from './SizeClass';
 import { MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, STATE_DAMAGED, STATE_FREE, STATE_USED, stateOf } from './BlockFormat';
 import { markAll, relist, sumRows } from './AllocatorCheckpoint';
 import { countUsed, ensureRows } from './AllocatorRows';
 import { R_ALLOC, R_SPAN, ROW, foldTail } from './SegmentRows';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
 import { faultPoints } from './FaultPoints';
+import { isRetired } from './RetiredList';
 import type { Segment, SegmentWindow } from './Segment';
 
 // The allocator's walks over the blocks of its segments: rebuilding the free lists and counters
@@ -59,12 +61,14 @@ function walkSegment(alloc: Allocator, seg: Segment, from: number): void {
     const state = stateOf(w);
     // Quarantined by recovery: the rest of the segment stays untouched.
     if (!alloc.saneSize(off, size) || state === STATE_DAMAGED) break;
-    if (state === STATE_USED) {
+    const retired = alloc.keepRetired && isRetired(w);
+    if (state === STATE_USED || retired) {
       closeRun(off);
       alloc.allocatedBytes += size;
       alloc.rows[seg.index * ROW + R_ALLOC]! += size;
       alloc.rows[seg.index * ROW + R_SPAN]! += size;
-      countUsed(alloc, w, u32[(off >>> 2) + 2]!, seg.index);
+      // A retired block stays allocated, not counted as a record, until the RetiredList frees it.
+      if (!retired) countUsed(alloc, w, u32[(off >>> 2) + 2]!, seg.index);
     } else {
       // A free or reserved block is merged by the size its check words (or the next header)
       // confirm; a damaged one ends the walk, and the rest of the segment stays untouched.

@@ -19,12 +19,12 @@ export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
 /**
- * 6: the boot that left the rows live and the tail at the last fold of the tail's counters (an
- * opener after a kill recovers from the rows); 5: the reader table, epoch and session count; 4: the
- * turn number and each segment's last turn (a dead holder's repair rescans only its segments); 3:
- * before them.
+ * 7: the retired list and the reuse generation (deferred reuse); 6: the boot that left the rows
+ * live and the tail at the last fold of the tail's counters (an opener after a kill recovers from
+ * the rows); 5: the reader table, epoch and session count; 4: the turn number and each segment's
+ * last turn (a dead holder's repair rescans only its segments); 3: before them.
  */
-export const COORD_VERSION = 6;
+export const COORD_VERSION = 7;
 /** The head of the file (all but the rows): laid out afresh, with disk space. */
 const HEAD_SIZE = 196608;
 /** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
@@ -70,6 +70,10 @@ export const COORD = {
   EPOCH: 512,
   /** u32: read sessions open (ReaderTable), dead ones included until a writer clears them; kept when laid out again. */
   SESSIONS: 520,
+  /** f64: the newest retired block (RetiredList), 0: none; zeroed when laid out again (an unclean open's recovery frees them). */
+  RETIRED_HEAD: 528,
+  /** u32: moved on each time a writer gives up the pin of live read sessions (ReaderTable.breakPins); moved on when laid out again. */
+  REUSE_GEN: 536,
   MARKS: 4096,
   INCARNATIONS: 20480,
   READERS: 86016,
@@ -518,8 +522,11 @@ function layOut(u32: Uint32Array, mutex: SharedMutex, segmentSize: number, pileI
   // A file of an older layout (2 kept list heads here) holds no epoch: no open of this layout can be in a session on it.
   if (!(Number.isInteger(epoch) && epoch >= 0 && epoch < 2 ** 52))
     bytes.fill(0, COORD.EPOCH, COORD.READERS + READER_SLOTS * COORD.READER_SLOT_SIZE);
+  // The retired list is dropped (recovery frees its blocks): sessions that outlive this open lose their pin.
+  const reuseGen = u32[COORD.REUSE_GEN >>> 2]!;
   bytes.fill(0, 0, COORD.EPOCH);
   bytes.fill(0, COORD.SESSIONS + 4, COORD.READERS);
+  u32[COORD.REUSE_GEN >>> 2] = (reuseGen + 1) >>> 0;
   bytes.fill(0, COORD.READERS + READER_SLOTS * COORD.READER_SLOT_SIZE, HEAD_SIZE);
   u32[COORD.MAGIC >>> 2] = COORD_MAGIC;
   u32[COORD.VERSION >>> 2] = COORD_VERSION;

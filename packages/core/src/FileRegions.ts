@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { native } from '@pile/native';
-import { NUM_CLASSES, sizeClass, type Allocator } from './Allocator';
+import type { Allocator } from './Allocator';
+import { NUM_CLASSES, sizeClass } from './SizeClass';
 import { closeFreeRun } from './AllocatorScan';
 import { KIND_FREE, SEGMENT_HEADER_SIZE, STATE_FREE, genCheck, sizeCheck, word1 } from './BlockFormat';
 import { ioError, openExisting } from './FileAccess';

@@ -19,6 +19,7 @@ import { Segment, segmentFileName } from './Segment';
 import { ROW, foldTail } from './SegmentRows';
 import { metaHeader } from './SegmentTable';
 import type { WriterTurn } from './WriterTurn';
+import { RetiredList } from './RetiredList';
 
 /** Errors of the system, not of the caller's `dir`: reported as PILE_IO. */
 const IO_REFUSALS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT', 'EIO']);
@@ -130,12 +131,22 @@ export function startPile(
   checkpoint: () => void,
 ): void {
   const coord = files.coord;
-  if (turn !== undefined && !coord!.first) return turn.view();
+  if (turn !== undefined && !coord!.first) {
+    // The retired list in pile.coord is others' and valid: kept by any repair that taking up their state runs.
+    store.retired = new RetiredList(store.alloc, coord!.readers, coord!.f64);
+    return turn.view();
+  }
   turn?.enterFresh();
   if (files.existing) {
+    // A kept pile.coord's retired list is the dead writers': recovering from its rows keeps those
+    // blocks, as a live writer's repair does (Allocator.keepRetired).
+    if (turn !== undefined && coord!.kept) store.retired = new RetiredList(store.alloc, coord!.readers, coord!.f64);
     const kept = turn !== undefined && coord!.kept && startKept(store, files.segmentCount, onProgress, turn);
     if (!kept) {
       if (turn !== undefined) coord!.distrust();
+      // loadPile frees every retired block (as any reserved one): no list names them after it.
+      store.retired?.drop();
+      store.retired = undefined;
       loadPile(store, report, files.segmentCount, files.clean, onProgress);
     }
   }
@@ -147,6 +158,8 @@ export function startPile(
   // Every counted segment's row is complete in pile.coord: the next opener after a kill may keep them.
   if (turn !== undefined) coord!.stampLive(BOOT_ID);
   coord?.initDone();
+  // After the recovery: a pile.coord laid out afresh or not kept has no list (its blocks were freed).
+  if (turn !== undefined) store.retired ??= new RetiredList(store.alloc, coord!.readers, coord!.f64);
 }
 
 /**
@@ -181,9 +194,13 @@ export function closeFiles(store: RecordStore, coord: CoordFile | undefined, tur
   turn?.leaveBatches();
   coord?.holdInit();
   turn?.enter();
+  const last = coord?.otherWriters() !== true;
+  // The last writer frees every retired block: nothing would list them after it (a read-only open's
+  // session loses its pin then; docs/concurrency.md, "Deferred reuse").
+  if (last) store.retired?.reclaim(true);
   for (const seg of store.segments) seg.sync();
   checkpoint();
-  if (coord?.otherWriters() !== true) {
+  if (last) {
     // Only a pile whose last writer died is recovered from pile.coord: once this one is closed clean,
     // anything may change its files (a copy, a tool) before an open finds it unclean again.
     coord?.distrust();

@@ -24,6 +24,7 @@ import { blockChecksum, headerChecksum } from './Checksum';
 import type { Allocator } from './Allocator';
 import { trustedFreeSize, trustedGen } from './BlockTrust';
 import { fileWalkable, walkFile, type FileRegion } from './FileRegions';
+import { isRetired } from './RetiredList';
 import type { Segment, SegmentWindow } from './Segment';
 
 /** walkPlainRegions' answer when a region's window (Segment.window) did not hold all it had to read. */
@@ -96,9 +97,12 @@ export function walkPlainRegions(
     const segIdx = scan[r]![0];
     const win = windows?.[r];
     // A whole segment not mapped is read from its file (FileRegions); the segment is mapped only
-    // when that walk meets a block that needs the checks below.
+    // when that walk meets a block that needs the checks below. Not while retired blocks are kept
+    // (a live writer's repair): the file walk would merge them as reserved blocks.
     const file =
-      win === undefined && fileWalkable(segments[segIdx]!, scan[r]![1]) ? walkFile(segments[segIdx]!, scan[r]![1], segmentSize) : undefined;
+      win === undefined && !alloc.keepRetired && fileWalkable(segments[segIdx]!, scan[r]![1])
+        ? walkFile(segments[segIdx]!, scan[r]![1], segmentSize)
+        : undefined;
     if (file !== undefined) {
       files[r] = file;
       blocks += file.blocks;
@@ -165,7 +169,8 @@ export function walkPlainRegions(
         allocated += size;
         utilized += length;
         objects++;
-      } else if (state === STATE_DAMAGED) return undefined;
+      } else if (state === STATE_DAMAGED || (alloc.keepRetired && isRetired(w)))
+        return undefined; // retired: kept by the general walk
       else {
         // Free or reserved (an unfinished put): stepped over and merged by the size its check
         // words, or its neighbours, confirm, as the allocator's walk does. Its own check words

@@ -2,6 +2,7 @@ import { NO_SEQ_WORDS, ReadRetry, SEQ_WORD } from './ChangeSeq';
 import { PileError } from './PileError';
 import type { PilePointer } from './PilePointer';
 import type { ReaderTable } from './ReaderTable';
+import type { RetiredList } from './RetiredList';
 import type { Segment } from './Segment';
 import type { WriterTurn } from './WriterTurn';
 
@@ -27,6 +28,8 @@ export abstract class ReadState {
   protected turn: WriterTurn | undefined;
   /** @internal This open's slot in pile.coord's reader table; undefined without pile.coord as shared memory. */
   readers: ReaderTable | undefined;
+  /** @internal The blocks freed while sessions were open (deferred reuse); for a read-write open with pile.coord shared. */
+  retired: RetiredList | undefined;
 
   // Scratch of the last resolve(): the head block, and the block holding the data (== head unless
   // linked). Fields rather than a result object: resolve() runs on every read and allocates
@@ -59,16 +62,43 @@ export abstract class ReadState {
    * Begins a read session: until the matching {@link endRead}, no block freed from now on by any
    * process is handed out again (docs/concurrency.md, "Read sessions"). A walk over many records
    * (entries(), graph and list walks, cache iteration) holds one, so that it never meets a block
-   * reused for another record. Sessions of one open nest. Costs two plain stores and one locked
-   * instruction; nothing when the pile has no pile.coord (in memory, or alone). Call endRead in a finally.
+   * reused for another record, unless a writer that ran out of room gave the pin up (see
+   * {@link readSessionBroken}). Sessions of one open nest. Costs two plain stores, one locked
+   * instruction and a load; nothing when the pile has no pile.coord (in memory, or alone). Call endRead in a finally.
    */
   beginRead(): void {
     this.readers?.begin();
   }
 
+  /**
+   * True while this open is in a read session (beginRead) during which a writer handed freed blocks
+   * back before the session ended: it had no room left (maxMemory reached, a cache evicting) and
+   * waited for the session for 100 ms in vain, or the last writer closed. From then on the session
+   * protects nothing: its reads are still checked (never a torn or wrong value; at worst
+   * PILE_STALE_POINTER for a record deleted meanwhile, or a walk that yields a record put during it),
+   * as reads outside a session are. False outside a session (docs/concurrency.md, "Deferred reuse").
+   */
+  get readSessionBroken(): boolean {
+    return this.readers?.broken === true;
+  }
+
   /** Ends a session begun by {@link beginRead} (after close(), nothing to do). */
   endRead(): void {
     this.readers?.end();
+    // A writer's own walk pinned what it freed meanwhile (a loop that deletes what entries()
+    // yields): handed back now, not at the turn's release, so that stats and compact() after the
+    // loop see it free.
+    if (this.retired?.pending !== true || this.readers!.depth !== 0 || this.turn === undefined || this.closed) return;
+    try {
+      this.turn.enter();
+      try {
+        this.retired.reclaim();
+      } finally {
+        this.turn.leave();
+      }
+    } catch {
+      // The turn could not be taken: the next release of the turn reclaims them.
+    }
   }
 
   /** @internal Takes up what other processes published (Catalog's host): see WriterTurn.view. */

@@ -10,6 +10,7 @@ import { PileError } from './PileError';
 /** Byte offsets in pile.coord (CoordFile's COORD holds the same numbers; no import: CoordFile imports this). */
 const EPOCH = 512;
 const SESSIONS = 520;
+const REUSE_GEN = 536;
 const READERS = 86016;
 export const READER_SLOTS = 1024;
 const SLOT_SIZE = 32;
@@ -45,6 +46,8 @@ export class ReaderTable {
   slot = -1;
   /** Sessions of this open not yet ended: the slot's epoch is the first's (older, so safe for all). */
   depth = 0;
+  /** REUSE_GEN when this open's outermost session began. */
+  private beganGen = 0;
 
   constructor(private readonly host: ReaderTableFile) {}
 
@@ -78,6 +81,21 @@ export class ReaderTable {
     this.host.f64[base >>> 1] = this.host.f64[EPOCH >>> 3]!;
     this.host.u32[base + (SLOT_FLAG >>> 2)] = 1;
     Atomics.add(this.host.u32, SESSIONS >>> 2, 1);
+    // After the session is visible: a writer that gives pins up later moves it on, one before is seen here.
+    this.beganGen = Atomics.load(this.host.u32, REUSE_GEN >>> 2);
+  }
+
+  /**
+   * Whether a writer handed blocks back to the free lists while this open's session was live,
+   * pinned or not (breakPins: it ran out of room and could not wait longer, or the last writer closed).
+   */
+  get broken(): boolean {
+    return this.depth !== 0 && Atomics.load(this.host.u32, REUSE_GEN >>> 2) !== this.beganGen;
+  }
+
+  /** Tells every live session that its pin is given up (before the blocks are freed). For the holder of the writer turn. */
+  breakPins(): void {
+    Atomics.add(this.host.u32, REUSE_GEN >>> 2, 1);
   }
 
   /** Ends a session begun by begin(); the last one of this open clears the slot. */
@@ -108,6 +126,14 @@ export class ReaderTable {
     const e = this.host.f64[EPOCH >>> 3]! + 1;
     this.host.f64[EPOCH >>> 3] = e;
     return e;
+  }
+
+  /**
+   * Whether a session may be open (dead ones count until cleared), loaded with a locked
+   * instruction: the writer's side of the fence (see the class). One per retire-or-free.
+   */
+  anySession(): boolean {
+    return Atomics.add(this.host.u32, SESSIONS >>> 2, 0) !== 0;
   }
 
   /** Open sessions as counted in pile.coord (dead ones included until a writer clears them). */

@@ -42,7 +42,7 @@ import { PointerFormat, SEGMENT_DIV } from './PointerFormat';
 import { ReadState, closedError } from './ReadState';
 import type { CompiledSchema, FieldReader } from './SchemaCompiler';
 import type { Segment } from './Segment';
-import { addSegment, mapNewSegments, replacedSegment } from './SegmentTable';
+import { growOrReclaim, replacedSegment, segmentAdded } from './SegmentTable';
 import { ValueEncoding } from './ValueEncoding';
 import { checkBeforeWrite, corruptError } from './Verify';
 
@@ -143,7 +143,7 @@ export abstract class RecordStore extends ReadState {
     this.alloc = new Allocator(
       this.segments,
       fmt,
-      () => addSegment(this),
+      () => growOrReclaim(this),
       () => rebuild(this.alloc),
     );
     this.catalog = new Catalog(this);
@@ -485,7 +485,7 @@ export abstract class RecordStore extends ReadState {
       // Stamped before its row changes, not only in free(): a repair rescans whole only what the dead write stamped.
       this.alloc.touch(segIdx, off);
       if (stateOf(w) === STATE_USED) uncountUsed(this.alloc, w, seg.u32[(off >>> 2) + 2]!, segIdx);
-      this.alloc.free(addr);
+      if (kindOf(w) === KIND_JOURNAL || this.retired?.retire(seg, off, addr) !== true) this.alloc.free(addr);
     } finally {
       endChange(seg.u32, began);
     }
@@ -532,9 +532,7 @@ export abstract class RecordStore extends ReadState {
     const off = (ptr - rest * fmt.offsetDiv) * 8;
     const tag = Math.floor(rest * (1 / SEGMENT_DIV));
     const segIdx = rest - tag * SEGMENT_DIV;
-    let seg = this.segments[segIdx];
-    // Added by another process since: read-only piles map it, writers follow what was published.
-    if (seg === undefined) seg = this.readonly ? mapNewSegments(this, segIdx) : (this.follow(), this.segments[segIdx]);
+    const seg = this.segments[segIdx] ?? segmentAdded(this, segIdx);
     seg?.use();
     if (seg === undefined || tag > fmt.tagMask || off < SEGMENT_HEADER_SIZE || off > this.segmentSize - 32) {
       throw new PileError('PILE_INVALID_POINTER', `pointer ${ptr} (segment ${segIdx}, offset ${off}) points outside the pile`);
@@ -586,7 +584,8 @@ export abstract class RecordStore extends ReadState {
     const target = seg.f64[(off + BLOCK_HEADER_SIZE) >>> 3]!;
     if (!Number.isSafeInteger(target) || target <= 0) return false;
     const segIdx = this.fmt.segmentOf(target);
-    const bSeg = this.segments[segIdx]?.use();
+    // A body in a segment added since this open mapped its segments: the link is no damage.
+    const bSeg = (this.segments[segIdx] ?? segmentAdded(this, segIdx))?.use();
     const bOff = target - segIdx * this.segmentSize;
     if (bSeg === undefined || bOff < SEGMENT_HEADER_SIZE || (bOff & 7) !== 0 || bOff > this.segmentSize - 32) return false;
     if (this.checkReads) this.bodySeqBefore(bSeg.u32); // before the body's header is read

@@ -53,6 +53,32 @@ export function addSegment(host: SegmentHost): Segment {
   return seg;
 }
 
+/**
+ * The allocator's `grow`: a new segment, or, when the pile may not grow (maxMemory, the segment
+ * count, a full disk) and blocks are retired (deferred reuse), undefined once they were handed back
+ * to the free lists (RetiredList.makeRoom: it waits a bounded time for read sessions, then gives up
+ * their pin). The allocator then looks for a block again.
+ * @throws PILE_OUT_OF_SPACE, PILE_IO as addSegment does, when nothing retired could be handed back
+ */
+export function growOrReclaim(host: SegmentHost & { readonly retired: { makeRoom(): boolean } | undefined }): Segment | undefined {
+  try {
+    return addSegment(host);
+  } catch (err) {
+    if (err instanceof PileError && err.code === 'PILE_OUT_OF_SPACE' && host.retired?.makeRoom() === true) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * Segment `segIdx`, added by another process since this open last looked (a pointer or a link names
+ * it): a read-only pile maps it, a writer takes up what was published. Undefined when there is none.
+ */
+export function segmentAdded(host: SegmentHost & { readonly readonly: boolean; follow(): void }, segIdx: number): Segment | undefined {
+  if (host.readonly) return mapNewSegments(host, segIdx);
+  host.follow();
+  return host.segments[segIdx];
+}
+
 /** A read-only pile maps the segments its writer added since (as the meta file counts them), up to index `upTo`. */
 export function mapNewSegments(host: SegmentHost, upTo: number): Segment | undefined {
   if (host.meta === undefined) return undefined;

@@ -122,6 +122,8 @@ export class SharedState implements TurnHost {
   }
 
   publish(): void {
+    // Retired blocks no live session may read any more go to the free lists before the counters are published.
+    this.store.retired?.reclaim();
     const { alloc, segments } = this.store;
     // The rows are others' to read once the turn is released: the tail's pending counters go into its row.
     foldTail(alloc);

@@ -1,41 +1,19 @@
 import { expect } from 'chai';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import * as readline from 'node:readline';
 import { openPile, type Pile } from '../src';
 import { COORD } from '../src/CoordFile';
 import { NO_READER, type ReaderTable } from '../src/ReaderTable';
 import { buildCore } from './fixtures/build-core';
+import { sessionChild } from './fixtures/session-child';
 
 // Issue 17, point 4: the reader table of pile.coord. Read sessions of other processes are seen by a
 // writer; a dead reader (SIGKILL) pins nothing, found by its byte lock, not by its pid. No timings.
 
-const READER = path.join(__dirname, 'fixtures', 'session-reader.js');
-
-type Line = Record<string, unknown>;
-
-/** A session-reader.js child (optionally under `wrap`, e.g. unshare), its lines in order. */
-function reader(
-  dir: string,
-  wrap: string[] = [],
-  env: Record<string, string> = {},
-): { proc: ChildProcess; next: () => Promise<Line>; say: (l: string) => void; exited: Promise<void> } {
-  const command = [...wrap, process.execPath, READER];
-  const proc = spawn(command[0]!, command.slice(1), { env: { ...process.env, PILE_DIR: dir, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
-  const lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
-  const exited = new Promise<void>((resolve) => proc.on('close', () => resolve()));
-  return {
-    proc,
-    exited,
-    say: (l) => proc.stdin!.write(l + '\n'),
-    next: async () => {
-      const r = await lines.next();
-      if (r.done === true) throw new Error('session-reader.js ended without answering');
-      return JSON.parse(r.value as string) as Line;
-    },
-  };
+function reader(dir: string, wrap: string[] = []): ReturnType<typeof sessionChild> {
+  return sessionChild(dir, {}, wrap);
 }
 
 function table(pile: Pile): ReaderTable {

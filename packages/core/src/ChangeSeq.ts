@@ -12,18 +12,34 @@ import { PileError } from './PileError';
  * is made again. 32 bits: a reader is fooled only if exactly 2^31 changes of one segment fall
  * inside one read.
  *
- * The reader uses Atomics.load. The segments are not SharedArrayBuffers (they are mappings made by
- * @pile/native), so the ECMAScript memory model promises nothing across processes; what is relied
- * on is what V8 does: an Atomics call is never merged with another load nor moved across the plain
- * loads and stores beside it, and on x86-64 the loads of another core keep program order (TSO:
- * loads are not reordered with older loads, stores not with older stores). On a weaker CPU (arm64)
- * the reader's second load would need a load fence that JavaScript can not express; Pile's
- * prebuilt binaries are x86-64 only.
+ * The reader's load after its read is Atomics.load, or in the typed get and field() a plain load
+ * through another view of the segment (see SEQ_BYTE). The segments are not SharedArrayBuffers (they
+ * are mappings made by @pile/native), so the ECMAScript memory model promises nothing across
+ * processes; what is relied on is what V8 does: an Atomics call is never merged with another load
+ * nor moved across the plain loads and stores beside it, and on x86-64 the loads of another core
+ * keep program order (TSO: loads are not reordered with older loads, stores not with older stores).
+ * On a weaker CPU (arm64) the reader's second load would need a load fence that JavaScript can not
+ * express; Pile's prebuilt binaries are x86-64 only.
  *
  * The writer's two stores are plain typed-array stores on x86-64 (see PLAIN_STORES), Atomics.store
  * elsewhere.
  */
 const SEQ_WORD = 5;
+
+/**
+ * Byte offset of the change sequence. The typed get and field() (the hot checked reads) load the
+ * word again after their read as `seg.view.getUint32(SEQ_BYTE, true)`: a plain load through the
+ * segment's DataView, where the load before the read went through its Uint32Array. Atomics.load
+ * is not inlined by V8 (each call runs the AtomicsLoad builtin, which validates the array again):
+ * it made a mapped pile's random typed get several per cent slower than this load does
+ * (benchmarks/results/comparisons.md, "Issue 13: the mapped get's check"). The plain load keeps
+ * what the check needs: a compiler forwards a load only from an earlier access to the same base
+ * and index, and it can not know that two views share memory, so the second load is never merged
+ * with the first; V8 keeps loads of typed arrays and DataViews in program order on the effect
+ * chain; and x86-64 keeps loads in order between cores (TSO), as for Atomics.load. The other
+ * checks (ReadState.readSettled, the cache's) still use Atomics.load.
+ */
+const SEQ_BYTE = SEQ_WORD * 4;
 
 /**
  * On x86-64 the writer marks with plain stores. Atomics.store is sequentially consistent, so V8
@@ -127,4 +143,4 @@ function stuckError(what: string, seq: number, ms: number): PileError {
   );
 }
 
-export { SEQ_WORD, NO_SEQ_WORDS, beginChange, endChange, clearDeadMark, ReadRetry };
+export { SEQ_WORD, SEQ_BYTE, NO_SEQ_WORDS, beginChange, endChange, clearDeadMark, ReadRetry };

@@ -1,5 +1,5 @@
 import { BLOCK_HEADER_SIZE, MIN_BLOCK_SIZE, SEGMENT_HEADER_SIZE, TYPED_PREFIX } from './BlockFormat';
-import { SEQ_WORD } from './ChangeSeq';
+import { SEQ_BYTE, SEQ_WORD } from './ChangeSeq';
 import { compileCached } from './CodeCache';
 import type { InlineRead } from './SchemaCodegen';
 import type { FieldReader } from './SchemaCompiler';
@@ -36,7 +36,7 @@ const u32 = seg.u32;${
     checked
       ? `
 // The segment's change sequence, before anything of the block is read (ChangeSeq.ts): odd while a
-// writer changes a block of it; the caller loads it again (Atomics.load) after its read.
+// writer changes a block of it; the caller loads it again after its read (ChangeSeq.ts, SEQ_BYTE).
 const seq = u32[${SEQ_WORD}];
 if ((seq & 1) !== 0) ${miss}`
       : ''
@@ -101,7 +101,7 @@ export function compileFieldAccess(
   // Checked (a read-only open, see ReadState.checkReads): the change sequence is loaded again after
   // the read (checkSource loaded it first); a read that met a writer's change, or failed because of
   // one, is made again by `slow`, which retries.
-  const settled = `Atomics.load(u32, ${SEQ_WORD}) === seq`;
+  const settled = `seg.view.getUint32(${SEQ_BYTE}, true) === seq`; // not Atomics.load: see SEQ_BYTE
   const give = checked ? `if (${settled}) return value;\nreturn slow(ptr);` : 'return value;';
   // A scalar field of a record with all the schema's fields is read in place: the schema id and
   // the record's field count are one u32 after the header, so one comparison checks both.

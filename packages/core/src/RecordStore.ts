@@ -29,7 +29,7 @@ import {
   word1,
 } from './BlockFormat';
 import { Catalog } from './Catalog';
-import { SEQ_WORD, beginChange, endChange } from './ChangeSeq';
+import { SEQ_BYTE, SEQ_WORD, beginChange, endChange } from './ChangeSeq';
 import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { replaceRecord } from './Journal';
@@ -367,7 +367,7 @@ export abstract class RecordStore extends ReadState {
 
   /**
    * @internal getTyped of a read-only open (CheckedTypedView calls it): the change sequence
-   * quickLocate loaded is loaded again once after the decode.
+   * quickLocate loaded is loaded again once after the decode (a plain load, see SEQ_BYTE).
    */
   getTypedChecked(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
@@ -375,7 +375,7 @@ export abstract class RecordStore extends ReadState {
     if (off >= 0 && (seg.u32[(off >>> 2) + 4]! & 0xffff) === id) {
       try {
         const value = codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, seg.u32[(off >>> 2) + 2]! - TYPED_PREFIX);
-        if (Atomics.load(seg.u32, SEQ_WORD) === seq) return value;
+        if (seg.view.getUint32(SEQ_BYTE, true) === seq) return value; // not Atomics.load: see SEQ_BYTE
       } catch (err) {
         if (Atomics.load(seg.u32, SEQ_WORD) === seq) throw err;
       }

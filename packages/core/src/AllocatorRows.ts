@@ -13,7 +13,8 @@ import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW, foldTail } from './SegmentRows';
 export function countUsed(a: Allocator, w: number, length: number, segIdx: number): void {
   const r = segIdx * ROW;
   const kind = kindOf(w);
-  if (segIdx === a.pendSeg && (kind === KIND_CATALOG || kind === KIND_JOURNAL)) countInternalInTail(a, segIdx);
+  const internal = kind === KIND_CATALOG || kind === KIND_JOURNAL;
+  if (internal && segIdx === a.pendSeg) countInternalInTail(a, segIdx);
   const pend = segIdx === a.pendSeg;
   if (pend) a.pendUtil += length;
   else {
@@ -21,7 +22,7 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
     a.rows[r + R_UTIL]! += length;
   }
   if (flagsOf(w) & FLAG_BODY) return;
-  if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
+  if (internal) {
     a.internalCount++;
     a.rows[r + R_INT]!++;
   } else {

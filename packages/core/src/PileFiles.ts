@@ -133,14 +133,14 @@ export function startPile(
   const coord = files.coord;
   if (turn !== undefined && !coord!.first) {
     // The retired list in pile.coord is others' and valid: kept by any repair that taking up their state runs.
-    store.retired = new RetiredList(store.alloc, coord!.readers, coord!.f64);
+    store.retired = retiredList(store, coord!);
     return turn.view();
   }
   turn?.enterFresh();
   if (files.existing) {
     // A kept pile.coord's retired list is the dead writers': recovering from its rows keeps those
     // blocks, as a live writer's repair does (Allocator.keepRetired).
-    if (turn !== undefined && coord!.kept) store.retired = new RetiredList(store.alloc, coord!.readers, coord!.f64);
+    if (turn !== undefined && coord!.kept) store.retired = retiredList(store, coord!);
     const kept = turn !== undefined && coord!.kept && startKept(store, files.segmentCount, onProgress, turn);
     if (!kept) {
       if (turn !== undefined) coord!.distrust();
@@ -159,7 +159,12 @@ export function startPile(
   if (turn !== undefined) coord!.stampLive(BOOT_ID);
   coord?.initDone();
   // After the recovery: a pile.coord laid out afresh or not kept has no list (its blocks were freed).
-  if (turn !== undefined) store.retired ??= new RetiredList(store.alloc, coord!.readers, coord!.f64);
+  if (turn !== undefined) store.retired ??= retiredList(store, coord!);
+}
+
+/** The retired list of pile.coord, for the allocator of this open. */
+function retiredList(store: RecordStore, coord: CoordFile): RetiredList {
+  return new RetiredList(store.alloc, coord.readers, coord.f64);
 }
 
 /**

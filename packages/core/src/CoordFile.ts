@@ -1,12 +1,13 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { native, type SharedMapping, type SharedMutex } from '@pile/native';
+import { native, type SharedMapping } from '@pile/native';
 import { crc32 } from 'node:zlib';
 import { ioError } from './FileAccess';
 import { PileError } from './PileError';
 import { MAX_SEGMENTS } from './PointerFormat';
 import { READER_SLOTS, ReaderTable } from './ReaderTable';
 import { ROW } from './SegmentRows';
+import { LIFE_SIZE, TurnLock } from './TurnLock';
 
 // The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
 // what every process that opens a pile shares while it is open. It holds no data of its own: every
@@ -19,14 +20,15 @@ export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
 /**
- * 7: the retired list and the reuse generation (deferred reuse); 6: the boot that left the rows
+ * 8: the writer turn's word (OWNER) and a liveness mutex per open (LIVES) in place of the writer
+ * mutex; 7: the retired list and the reuse generation (deferred reuse); 6: the boot that left the rows
  * live and the tail at the last fold of the tail's counters (an opener after a kill recovers from
  * the rows); 5: the reader table, epoch and session count; 4: the turn number and each segment's
  * last turn (a dead holder's repair rescans only its segments); 3: before them.
  */
-export const COORD_VERSION = 7;
+export const COORD_VERSION = 8;
 /** The head of the file (all but the rows): laid out afresh, with disk space. */
-const HEAD_SIZE = 196608;
+const HEAD_SIZE = 262144;
 /** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
 export const COORD_SIZE = HEAD_SIZE + MAX_SEGMENTS * ROW * 8;
 
@@ -43,15 +45,16 @@ export const COORD = {
   BOOT: 24,
   /** CRC32 of bytes 0-7 and 12-59 (the header without READY, the boot id), written with the boot id. */
   HEAD_CRC: 60,
-  MUTEX: 64,
+  /** u32: the writer turn's word (TurnLock): 0 free, else the holder's open and generation, bit 31 when a thread sleeps for it. */
+  OWNER: 64,
   WRITE_SEQ: 128,
   CATALOG_SEQ: 132,
   SEGMENT_COUNT: 136,
   /** 1 when the allocator state below is the one of now; 0 while a holder that died has not been repaired. */
   STATE_VALID: 140,
-  /** Threads sleeping in (or about to sleep in) the writer mutex: a holder that sees it non-zero hands the turn over. */
+  /** Threads waiting for (or about to wait for) the writer turn: a holder that sees it non-zero hands the turn over. */
   WAITERS: 144,
-  /** The number of the turn now held or last held: each take of the mutex moves it on (0 is skipped). */
+  /** The number of the turn now held or last held: each take of the turn moves it on (0 is skipped). */
   TURN: 148,
   /** The turn of the holder whose death is being repaired: segments last touched by it or later are rescanned. */
   REPAIR_FROM: 152,
@@ -74,6 +77,8 @@ export const COORD = {
   RETIRED_HEAD: 528,
   /** u32: moved on each time a writer gives up the pin of live read sessions (ReaderTable.breakPins); moved on when laid out again. */
   REUSE_GEN: 536,
+  /** u32: moved on at each layout; a liveness mutex stamped otherwise is made afresh by its next claim (TurnLock). */
+  LIVES_STAMP: 540,
   MARKS: 4096,
   INCARNATIONS: 20480,
   READERS: 86016,
@@ -81,6 +86,8 @@ export const COORD = {
   READER_SLOT_SIZE: 32,
   /** u32 per segment: the turn that last wrote into it (Allocator.touched). */
   TOUCHED: 131072,
+  /** Per reader-table slot, 64 bytes: the liveness mutex its read-write open holds while open, its claim generation, its layout stamp (TurnLock). */
+  LIVES: 196608,
   /** Segment i's row (SegmentRows.ts) at ROWS + i * ROW * 8. */
   ROWS: HEAD_SIZE,
 } as const;
@@ -109,7 +116,8 @@ if (
 if (
   COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS ||
   COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD.TOUCHED ||
-  COORD.TOUCHED + MAX_SEGMENTS * 4 > COORD.ROWS ||
+  COORD.TOUCHED + MAX_SEGMENTS * 4 > COORD.LIVES ||
+  COORD.LIVES + COORD.READER_SLOTS * LIFE_SIZE > COORD.ROWS ||
   COORD_SIZE % 65536 !== 0
 ) {
   throw new Error('coordination file layout overlaps');
@@ -119,7 +127,7 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
 const ENOSPC = 28;
 
 /**
- * pile.coord mapped as a SharedArrayBuffer, with the writer mutex in it. Opened by every opener of
+ * pile.coord mapped as a SharedArrayBuffer, with the writer turn's word in it. Opened by every opener of
  * a mapped pile: read-write opens create it and lay it out under an exclusive OFD lock of its byte
  * 0 when no live process has it open; read-only opens map it when it exists and never write it.
  */
@@ -164,7 +172,8 @@ export class CoordFile {
     readonly file: string,
     private fd: number,
     private mapping: SharedMapping | undefined,
-    readonly mutex: SharedMutex | undefined,
+    /** The writer turn's lock (undefined for a read-only open or one that writes alone). */
+    readonly turnLock: TurnLock | undefined,
     first: boolean,
     kept = false,
   ) {
@@ -190,8 +199,8 @@ export class CoordFile {
    * (see {@link first}). `keepFor`: the boot id of this machine when pile.meta says the pile was not
    * closed cleanly (undefined otherwise): a first opener then keeps the file as the last process
    * left it, instead of laying it out, when it is this layout's, of this pile, with its rows
-   * stamped live on that boot and its header's CRC holding (see {@link kept}); only the mutex and
-   * the waiter count are made anew, and a holder that died is recorded as a dead holder's
+   * stamped live on that boot and its header's CRC holding (see {@link kept}); only the turn's
+   * word and the waiter count are made anew, and a holder that died is recorded as a dead holder's
    * taker records it (WriterTurn), so that the recovery rescans what that turn touched.
    * @throws PILE_IO when the file can not be created, sized, locked or mapped (the message names it)
    * @throws PILE_FORMAT_VERSION when a live process of another build uses another layout
@@ -209,7 +218,7 @@ export class CoordFile {
       throw ioError(err, `can not open coordination file ${file}`);
     }
     let mapping: SharedMapping | undefined;
-    let mutex: SharedMutex | undefined;
+    let lock: TurnLock | undefined;
     try {
       checkRegular(fd, file);
       lockInit(fd, file);
@@ -223,7 +232,8 @@ export class CoordFile {
         let cannot: unknown;
         try {
           mapping = new native.SharedMapping(fd, COORD_SIZE, 0, file);
-          mutex = new native.SharedMutex(mapping, COORD.MUTEX, file);
+          const st = fs.fstatSync(fd);
+          lock = new TurnLock(mapping, file, `${st.dev}:${st.ino}`);
         } catch (err) {
           cannot = err;
         }
@@ -238,10 +248,16 @@ export class CoordFile {
         const first = !live || u32[COORD.READY >>> 2] !== 1;
         if (!first) checkHeader(u32, file, segmentSize, pileId);
         const kept = first && keepFor !== undefined && liveOn(u32, keepFor, segmentSize, pileId);
-        if (kept) reopen(u32, mutex!);
-        else if (first) layOut(u32, mutex!, segmentSize, pileId);
-        const coord = new CoordFile(file, fd, mapping, mutex, first, kept);
+        if (kept) reopen(u32);
+        else if (first) layOut(u32, segmentSize, pileId);
+        const coord = new CoordFile(file, fd, mapping, lock, first, kept);
         coord.readers.claim();
+        try {
+          lock!.claim(coord.readers.slot);
+        } catch (err) {
+          coord.readers.release();
+          throw err;
+        }
         if (!first) coord.initDone();
         return coord;
       } catch (err) {
@@ -249,7 +265,7 @@ export class CoordFile {
         throw err;
       }
     } catch (err) {
-      mutex?.close();
+      lock?.close();
       mapping?.unmap();
       fs.closeSync(fd);
       if (err instanceof PileError) throw err;
@@ -262,7 +278,7 @@ export class CoordFile {
      * writers' byte exclusively (another writer then gets PILE_LOCKED), or not at all.
      */
     function openSolo(fd: number, file: string, live: boolean, cannot: unknown, segmentSize: number, pileId: number): CoordFile {
-      mutex?.close();
+      lock?.close();
       mapping?.unmap();
       if (live || !native.ofdLock(fd, LOCK_WRITERS, 1, 'write', file)) {
         throw new PileError(
@@ -271,9 +287,9 @@ export class CoordFile {
         );
       }
       // It writes the pile without the rows of this file: they must not be kept by the next opener.
-      const head = Buffer.alloc(COORD.MUTEX);
-      if (fs.readSync(fd, head, 0, COORD.MUTEX, 0) === COORD.MUTEX) {
-        const u32 = new Uint32Array(head.buffer, head.byteOffset, COORD.MUTEX >>> 2);
+      const head = Buffer.alloc(COORD.OWNER);
+      if (fs.readSync(fd, head, 0, COORD.OWNER, 0) === COORD.OWNER) {
+        const u32 = new Uint32Array(head.buffer, head.byteOffset, COORD.OWNER >>> 2);
         if (liveOn(u32, undefined, segmentSize, pileId)) fs.writeSync(fd, Buffer.alloc(4), 0, 4, COORD.HEAD_CRC);
       }
       return new CoordFile(file, fd, undefined, undefined, true);
@@ -347,7 +363,7 @@ export class CoordFile {
    */
   stampLive(bootId: string): void {
     if (this.mapping === undefined || bootId === '') return;
-    const b = Buffer.from(this.u32.buffer, 0, COORD.MUTEX);
+    const b = Buffer.from(this.u32.buffer, 0, COORD.OWNER);
     b.fill(0, COORD.BOOT, COORD.HEAD_CRC);
     b.write(bootId.slice(0, BOOT_BYTES), COORD.BOOT, 'latin1');
     b.writeUInt32LE(headCrc(this.u32), COORD.HEAD_CRC);
@@ -416,12 +432,9 @@ export class CoordFile {
   /** Drops this open's byte locks (the init lock too) and unmaps. Idempotent. */
   close(): void {
     if (this.fd < 0) return;
+    // The liveness mutex first: the slot's next claimer locks it.
+    this.turnLock?.close();
     if (this.mapping !== undefined) this.readers.release();
-    try {
-      this.mutex?.close();
-    } catch {
-      /* held by this thread: its page stays mapped (SharedMutex), the lock goes with the process */
-    }
     this.mapping?.unmap();
     this.mapping = undefined;
     fs.closeSync(this.fd);
@@ -469,7 +482,7 @@ function checkHeader(u32: Uint32Array, file: string, segmentSize: number, pileId
 
 /** CRC32 of the header without READY (which a layout moves) and of the boot id (COORD.HEAD_CRC). */
 function headCrc(u32: Uint32Array): number {
-  const b = Buffer.from(u32.buffer, u32.byteOffset, COORD.MUTEX);
+  const b = Buffer.from(u32.buffer, u32.byteOffset, COORD.OWNER);
   return crc32(b.subarray(COORD.SEGMENT_SIZE, COORD.HEAD_CRC), crc32(b.subarray(0, COORD.READY))) >>> 0;
 }
 
@@ -490,19 +503,21 @@ function liveOn(u32: Uint32Array, bootId: string | undefined, segmentSize: numbe
   )
     return false;
   if (bootId === undefined) return true;
-  const b = Buffer.from(u32.buffer, u32.byteOffset, COORD.MUTEX);
+  const b = Buffer.from(u32.buffer, u32.byteOffset, COORD.OWNER);
   const stamped = b.toString('latin1', COORD.BOOT, COORD.HEAD_CRC).replace(/\0+$/, '');
   return bootId !== '' && bootId.length <= BOOT_BYTES && stamped === bootId;
 }
 
 /**
- * Keeps the file as the last process of this boot left it (openWriter's `keepFor`): a mutex and a
- * waiter count of nobody, and the last holder's death recorded as WriterTurn records one it finds
+ * Keeps the file as the last process of this boot left it (openWriter's `keepFor`): a turn's word
+ * and a waiter count of nobody, and the last holder's death recorded as WriterTurn records one it finds
  * (a repair that died unfinished already left it recorded): the state invalid until the
  * recovery, which rescans the segments stamped by that turn or later, is published.
  */
-function reopen(u32: Uint32Array, mutex: SharedMutex): void {
-  mutex.init();
+function reopen(u32: Uint32Array): void {
+  // No live writer: every liveness mutex is made afresh at its next claim (a copy of the file, say,
+  // holds them locked by threads that never died in it).
+  TurnLock.layOut(u32);
   Atomics.store(u32, COORD.WAITERS >>> 2, 0);
   if (Atomics.load(u32, COORD.STATE_VALID >>> 2) === 1) {
     u32[COORD.REPAIR_FROM >>> 2] = u32[COORD.TURN >>> 2]!;
@@ -512,7 +527,7 @@ function reopen(u32: Uint32Array, mutex: SharedMutex): void {
 }
 
 /** Lays the file out afresh; only under the init lock with no live opener. READY is set last. */
-function layOut(u32: Uint32Array, mutex: SharedMutex, segmentSize: number, pileId: number): void {
+function layOut(u32: Uint32Array, segmentSize: number, pileId: number): void {
   Atomics.store(u32, COORD.READY >>> 2, 0);
   // Not the rows: a row is written whole (a checkpoint's, a rebuild's, a new segment's) before it is read.
   // Nor the epoch, the session count and the reader table: read-only opens may be in sessions now
@@ -533,6 +548,7 @@ function layOut(u32: Uint32Array, mutex: SharedMutex, segmentSize: number, pileI
   u32[COORD.SEGMENT_SIZE >>> 2] = segmentSize;
   u32[COORD.PILE_ID >>> 2] = pileId;
   u32[COORD.FILE_SIZE >>> 2] = COORD_SIZE;
-  mutex.init();
+  // After the fills, which zeroed every liveness mutex's stamp: each is made afresh at its slot's next claim.
+  TurnLock.layOut(u32);
   Atomics.store(u32, COORD.READY >>> 2, 1);
 }

@@ -111,7 +111,7 @@ describe('recovery from pile.coord after the last process of the boot was killed
     }
     const fd = fs.openSync(file, 'r+');
     try {
-      const head = Buffer.alloc(COORD.MUTEX);
+      const head = Buffer.alloc(COORD.OWNER);
       fs.readSync(fd, head, 0, head.length, 0);
       change(head);
       fs.writeSync(fd, head, 0, head.length, 0);

@@ -11,9 +11,12 @@
 // they cost in a tight loop. Reaches into the pile's internals (turn, coord), so it follows their names.
 //   empty        nothing but the turn itself
 //   immediate    one more setImmediate (the turn's release is one)
-//   napiMethods  the writer mutex's tryLock() + unlock() methods (two Node-API calls, napi_unwrap each)
+//   napiMethods  the writer mutex's tryLock() + unlock() methods (two Node-API calls, napi_unwrap each;
+//                builds before pile.coord layout 8 only)
 //   boundCalls   the same through SharedMutex.boundCalls() (skipped on a build without it)
-//   publish      SharedState.publish (the mutex held throughout)
+//   word         the turn's word (layout 8 on): TurnLock.tryTake() + release(), two compareExchange
+//   microtask    one Promise.then (the turn's release is one, layout 8 on)
+//   publish      SharedState.publish (the turn held throughout)
 //   turn         the writer turn's enter + leave, released by its own Immediate, without a put
 //   alone        a typed put into a pile that writes alone (no turn, as before issue 17)
 //   shared       a typed put into a pile that takes the writer turn
@@ -51,7 +54,10 @@ for (let i = 0; i < 1000; i++) {
 }
 const turn = shared.turn;
 const mutex = shared.coord.mutex;
-const bound = typeof mutex.boundCalls === 'function' ? mutex.boundCalls() : undefined;
+const word = shared.coord.turnLock;
+const bound = typeof mutex?.boundCalls === 'function' ? mutex.boundCalls() : undefined;
+const lock = mutex ?? { tryLock: () => word.tryTake(), unlock: () => word.release() };
+const settled = Promise.resolve();
 let k = 1000;
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 const noop = () => {};
@@ -72,6 +78,19 @@ const variants = {
       await tick();
     }
   },
+  word: async () => {
+    for (let i = 0; i < N; i++) {
+      word.tryTake();
+      word.release();
+      await tick();
+    }
+  },
+  microtask: async () => {
+    for (let i = 0; i < N; i++) {
+      void settled.then(noop);
+      await tick();
+    }
+  },
   boundCalls: async () => {
     const { tryLock, unlock } = bound;
     for (let i = 0; i < N; i++) {
@@ -81,14 +100,14 @@ const variants = {
     }
   },
   publish: async () => {
-    mutex.tryLock();
+    lock.tryLock();
     try {
       for (let i = 0; i < N; i++) {
         turn.host.publish();
         await tick();
       }
     } finally {
-      mutex.unlock();
+      lock.unlock();
     }
   },
   turn: async () => {
@@ -124,6 +143,8 @@ const variants = {
   },
 };
 if (bound === undefined) delete variants.boundCalls;
+if (mutex === undefined) delete variants.napiMethods;
+if (word === undefined) delete variants.word;
 const names = (process.env.VARIANTS ? process.env.VARIANTS.split(',') : Object.keys(variants)).filter((n) => n in variants);
 const ref = process.env.REF ?? 'empty';
 if (!names.includes(ref)) names.unshift(ref);

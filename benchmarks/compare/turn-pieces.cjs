@@ -1,7 +1,7 @@
 // The writer turn's pieces in a synchronous loop, on one mapped pile of ROOT's build:
 // node benchmarks/compare/turn-pieces.cjs ROOT
 // Prints ns per iteration (median and minimum of 7 loops of 2 M) of: the mutex's tryLock + unlock
-// (two Node-API calls), SharedState.publish, and the take + leave + release of the turn that a
+// (two Node-API calls; from pile.coord layout 8 on, the turn's word: two compareExchange), SharedState.publish, and the take + leave + release of the turn that a
 // write per event-loop turn pays (without the Immediate that releases it there), then the load
 // average. Reaches into the pile's internals (turn, coord), so it follows their names.
 const path = require('path'),
@@ -17,7 +17,9 @@ const view = pile.schema('product', ProductSchema);
 for (let i = 0; i < 1000; i++) view.put(product(i));
 const turn = pile.turn;
 turn.release();
-const mutex = pile.coord.mutex;
+// Layout 8 on: the turn's word (TurnLock) in place of the writer mutex.
+const word = pile.coord.turnLock;
+const mutex = pile.coord.mutex ?? { tryLock: () => word.tryTake(), unlock: () => word.release() };
 const N = 2e6;
 function timed(name, fn) {
   const r = [];

@@ -98,6 +98,7 @@ if (mode === 'make') {
       blocks: r.blocksScanned,
       regions: r.regionsScanned,
       bytes: r.bytesScanned,
+      undone: r.storesUndone,
     }),
   );
   if (stop === 'exit') process.exit(0);

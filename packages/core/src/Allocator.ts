@@ -17,10 +17,10 @@ import { MAX_SEGMENTS, type PointerFormat } from './PointerFormat';
 import type { Segment } from './Segment';
 import { R_ALLOC, R_SPAN, ROW, foldTail } from './SegmentRows';
 import { NUM_CLASSES, sizeClass } from './SizeClass';
+import { UndoLog } from './UndoLog';
+import { firstSeg, nextNonEmpty, populateAhead } from './FreeClasses';
 
 const FIT_SCAN_LIMIT = 16;
-/** Bytes of pages faulted in ahead of the tail per request (see Allocator.populatedTo). */
-const POPULATE_CHUNK = 1 << 20;
 /** Dirty marks of a segment since the last checkpoint (kept in pile.meta, see docs/format.md). */
 export const MARK_CLEAN = 0;
 /** Written only at or past the checkpoint's tail: recovery scans from there to the segment's end. */
@@ -106,6 +106,8 @@ export class Allocator {
   intent: Float64Array<ArrayBufferLike> = new Float64Array(1);
   /** [0]: the tail at the last fold of the pend* counters (pile.coord's FOLD_TAIL; SegmentRows' foldTail). */
   foldAt: Float64Array<ArrayBufferLike> = new Float64Array(1);
+  /** The old bytes of what this write stores below foldAt and in the rows (UndoLog.ts; pile.coord's, see SharedState). */
+  undo: UndoLog = UndoLog.off();
   /** @internal The tail at the last checkpoint: its segment (-1: none) and offset. Writes at or past it in that segment are MARK_TAIL. */
   ckptTailSeg = -1;
   /** @internal */ ckptTailOff = 0;
@@ -149,11 +151,13 @@ export class Allocator {
       // pieces too small for a larger put; one walk merges every free run before the pile grows.
       // Only once an eighth of the pile was freed since the last walk, so that a full pile
       // failing allocations again and again does not walk each time (amortized O(1) per free).
+      this.undo.distrust(); // the walk rewrites every row: not logged
       this.mergeWalk();
       addr = this.take(size);
       if (addr === 0) addr = this.bump(size);
     }
     if (addr === 0) {
+      this.undo.distrust(); // a new segment, the old tail listed, retired blocks freed: not logged
       this.touched[this.segments.length] = this.epoch; // the new segment's index, before its file is counted
       const seg = this.grow();
       // Deferred reuse handed blocks back instead of the pile growing past its limit: look again.
@@ -171,7 +175,7 @@ export class Allocator {
    * tail, whose header stays as it is until claimTail(), so a crash meanwhile leaves it free. */
   tailFor(size: number): number {
     if (this.tailEnd - this.tailAddr < size) return 0;
-    if (this.nonEmptyClasses !== 0 && this.nextNonEmpty(sizeClass(size)) >= 0) return 0;
+    if (this.nonEmptyClasses !== 0 && nextNonEmpty(this, sizeClass(size)) >= 0) return 0;
     return this.tailAddr;
   }
 
@@ -192,6 +196,9 @@ export class Allocator {
     const off = addr - segIdx * this.segmentSize;
     this.touch(segIdx, off);
     const u32 = seg.u32;
+    const undo = this.undo;
+    undo.words(u32, segIdx, off, 4); // the header, and the payload words push() links through
+    undo.row(segIdx * ROW + R_ALLOC);
     const h = off >>> 2;
     let size = u32[h]!;
     let gen = genOf(u32[h + 1]!);
@@ -213,9 +220,10 @@ export class Allocator {
         this.writeFree(u32, h, this.tailEnd - addr, g);
         // The tail's old header is inside the tail now: a header whose check words hold must
         // only ever start a block (recovery trusts it to confirm a neighbour's size).
+        undo.word(u32, segIdx, end + 8);
         u32[(end >>> 2) + 2] = 0;
         this.freeBytes += end - off;
-        if ((this.tailAddr = addr) < this.foldAt[0]!) this.foldAt[0] = addr; // foldAt stays at or below the tail
+        this.tailDown(addr);
         this.tailGen = g;
         return;
       }
@@ -230,6 +238,7 @@ export class Allocator {
       size += nsize;
       // Generation before size (see above): the merged block never shows a smaller generation than a block it covers.
       this.writeFree(u32, h, size, gen);
+      undo.word(u32, segIdx, end + 8);
       u32[(end >>> 2) + 2] = 0;
       end += nsize;
     }
@@ -251,12 +260,17 @@ export class Allocator {
     if (cut <= 0) return;
     const r = h + (keep >>> 2);
     const atTail = addr + size === this.tailAddr;
+    const undo = this.undo;
+    undo.armed++;
+    undo.words(u32, segIdx, h << 2, 2);
+    undo.words(u32, segIdx, r << 2, 2);
     // A block cut since the last fold (at or past foldAt) is counted in pendAlloc, not its row: no fold.
     if (atTail && segIdx === this.pendSeg) this.markFor(segIdx, h << 2);
     else this.touch(segIdx, h << 2);
     if (atTail) {
       if (segIdx === this.pendSeg) this.pendAlloc -= cut;
       else {
+        undo.row(segIdx * ROW + R_ALLOC);
         this.rows[segIdx * ROW + R_ALLOC]! -= cut;
         this.allocatedBytes -= cut;
         this.freeBytes += cut;
@@ -270,12 +284,14 @@ export class Allocator {
       this.writeFree(u32, r, this.tailEnd - (addr + keep), g);
       u32[h + 2] = sizeCheck(keep);
       u32[h] = keep;
+      undo.word(u32, segIdx, (h << 2) + size + 8);
       u32[h + (size >>> 2) + 2] = 0; // the old tail header, inside the tail now (see free)
-      if ((this.tailAddr = addr + keep) < this.foldAt[0]!) this.foldAt[0] = this.tailAddr;
+      this.tailDown(addr + keep);
       this.tailGen = g;
+      undo.armed--;
       return;
     }
-    if (cut < MIN_BLOCK_SIZE) return;
+    if (cut < MIN_BLOCK_SIZE) return void undo.armed--;
     faultPoints.hit?.('trim-split');
     // The rest becomes a RESERVED block of the block's generation before the block shrinks, so a
     // crash between the two leaves a walkable segment and recovery frees it like any unfinished put.
@@ -287,6 +303,15 @@ export class Allocator {
     this.free(addr + keep);
     // Not freed space but space never used: it must not bring the next merge walk closer.
     this.freedSinceWalk -= cut;
+    undo.armed--;
+  }
+
+  /** The tail moves down to `addr`, foldAt with it when above (it stays at or below the tail). */
+  private tailDown(addr: number): void {
+    this.tailAddr = addr;
+    if (addr >= this.foldAt[0]!) return;
+    this.undo.fold();
+    this.foldAt[0] = addr;
   }
 
   /** Makes the whole of a fresh segment the tail; the old tail's rest joins the free lists. */
@@ -346,28 +371,14 @@ export class Allocator {
     }
     this.writeReserved(u32, off >>> 2, used, gen);
     this.pendAlloc += used; // also out of freeBytes (foldTail)
-    if (this.tailAddr > this.populateMark) this.populateAhead(seg, segIdx, addr);
-  }
-
-  /** Asks for the pages from the block just cut at `addr` to two chunks past the tail (see populatedTo). */
-  private populateAhead(seg: Segment, segIdx: number, addr: number): void {
-    if (this.populatedTo === 0) {
-      this.populatedTo = addr;
-      this.populateMark = addr + POPULATE_CHUNK;
-      return;
-    }
-    const base = segIdx * this.segmentSize;
-    const from = Math.max(this.populatedTo, addr);
-    const to = Math.min(this.tailEnd, this.tailAddr + 2 * POPULATE_CHUNK);
-    if (to > from) seg.populate(from - base, to - base);
-    this.populatedTo = to;
-    this.populateMark = to - POPULATE_CHUNK;
+    if (this.tailAddr > this.populateMark) populateAhead(this, seg, segIdx, addr);
   }
 
   /** Raises the mark of segment `segIdx` for a write at `off`, before that write: MARK_TAIL at or past the checkpoint's
    * tail in its segment, MARK_WHOLE elsewhere. Into the tail's segment other than by a cut, its row is made whole first
    * (foldTail), so that a repair may take it as it is up to foldAt and rescan only from there (HolderRepair). */
   touch(segIdx: number, off: number): void {
+    if (this.undo.armed === 0) this.undo.distrust(); // a write no logged path makes
     if (segIdx === this.pendSeg) foldTail(this);
     this.touched[segIdx] = this.epoch;
     this.markFor(segIdx, off);
@@ -419,7 +430,7 @@ export class Allocator {
     let c = sizeClass(size);
     if (size > 1024 && this.classSegs[c] !== 0) {
       // Blocks in a range class may be smaller than asked: first fit among a few of one segment's.
-      const s = this.firstSeg(c);
+      const s = firstSeg(this, c);
       let a = this.rows[s * ROW + c]!;
       for (let i = 0; i < FIT_SCAN_LIMIT && a !== 0; i++) {
         const segIdx = Math.floor(a * this.segmentInv); // inline: hot (see segmentInv)
@@ -435,9 +446,9 @@ export class Allocator {
       c++;
     }
     for (;;) {
-      c = this.nextNonEmpty(c);
+      c = nextNonEmpty(this, c);
       if (c < 0) return 0;
-      const s = this.firstSeg(c);
+      const s = firstSeg(this, c);
       const a = this.rows[s * ROW + c]!;
       const segIdx = Math.floor(a * this.segmentInv); // inline: hot (see segmentInv)
       const seg = segIdx === s ? this.segments[segIdx]?.use() : undefined;
@@ -463,19 +474,10 @@ export class Allocator {
    * overwritten). The segment's row changes: it is marked, so that the next checkpoint saves it. */
   dropList(s: number, c: number): void {
     this.touch(s, 0);
+    this.undo.row(s * ROW + c);
     if (this.rows[s * ROW + c] !== 0) this.unlisted(c, s);
     this.rows[s * ROW + c] = 0;
     this.damagedLists++;
-  }
-
-  /** The lowest segment with a list of class `c`, which must have one (classSegs[c] > 0). */
-  private firstSeg(c: number): number {
-    const bits = this.segBits;
-    const w0 = c * this.segWords;
-    let w = w0;
-    while (bits[w] === 0) w++;
-    const b = bits[w]!;
-    return ((w - w0) << 5) + (31 - Math.clz32(b & -b));
   }
 
   /** @internal Segment `s` has a list of class `c` now. */
@@ -497,9 +499,12 @@ export class Allocator {
   }
 
   private carve(addr: number, size: number, seg: Segment, off: number): number {
+    const undo = this.undo;
+    undo.armed++;
     this.touch(seg.index, off);
     this.sinceCheckpoint += size;
     const u32 = seg.u32;
+    undo.words(u32, seg.index, off, 4); // the header and links, which the payload overwrites
     const h = off >>> 2;
     const have = u32[h]!;
     this.unlink(addr, have, seg, off);
@@ -508,6 +513,7 @@ export class Allocator {
     if (have - size >= MIN_BLOCK_SIZE) {
       // Remainder header first: until the block's own size is rewritten, a walker skips it.
       const rOff = off + size;
+      undo.words(u32, seg.index, rOff, 2);
       this.writeFree(u32, rOff >>> 2, have - size, gen);
       this.push(addr + size, have - size, seg, rOff);
       used = size;
@@ -515,7 +521,9 @@ export class Allocator {
     this.writeReserved(u32, h, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
+    undo.row(seg.index * ROW + R_ALLOC);
     this.rows[seg.index * ROW + R_ALLOC]! += used;
+    undo.armed--;
     return addr;
   }
 
@@ -526,6 +534,8 @@ export class Allocator {
     const c = sizeClass(size);
     const i = s * ROW + c;
     const head = this.rows[i]!;
+    this.undo.words(seg.u32, s, off + 16, 2);
+    this.undo.row(i);
     seg.f64[(off + 16) >>> 3] = head;
     seg.f64[(off + 24) >>> 3] = 0;
     if (head !== 0) this.setLink(head, 24, addr);
@@ -548,6 +558,7 @@ export class Allocator {
       const c = sizeClass(size);
       const i = seg.index * ROW + c;
       if (this.rows[i] === addr) {
+        this.undo.row(i);
         this.rows[i] = next;
         if (next === 0) this.unlisted(c, seg.index);
       }
@@ -578,15 +589,7 @@ export class Allocator {
       return;
     }
     this.touch(segIdx, off);
+    this.undo.word(seg.u32, segIdx, off + at);
     seg.f64[(off + at) >>> 3] = value;
-  }
-
-  private nextNonEmpty(c: number): number {
-    for (let w = c >>> 5; w < this.nonEmpty.length; w++) {
-      let bits = this.nonEmpty[w]!;
-      if (w === c >>> 5) bits &= ~((1 << (c & 31)) - 1) | 0;
-      if (bits !== 0) return (w << 5) + (31 - Math.clz32(bits & -bits));
-    }
-    return -1;
   }
 }

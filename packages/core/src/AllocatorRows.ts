@@ -19,23 +19,29 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
   if (pend) a.pendUtil += length;
   else {
     a.utilizedBytes += length;
-    a.rows[r + R_UTIL]! += length;
+    addToRow(a, r + R_UTIL, length);
   }
   if (flagsOf(w) & FLAG_BODY) return;
   if (internal) {
     a.internalCount++;
-    a.rows[r + R_INT]!++;
+    addToRow(a, r + R_INT, 1);
   } else {
     if (pend) a.pendObj++;
     else {
       a.objectCount++;
-      a.rows[r + R_OBJ]!++;
+      addToRow(a, r + R_OBJ, 1);
     }
     if (kind === KIND_LINK) {
       a.linkCount++;
-      a.rows[r + R_LINK]!++;
+      addToRow(a, r + R_LINK, 1);
     }
   }
+}
+
+/** Adds `d` to slot `i` of the rows, its old value logged first (UndoLog.ts): a repair takes rows as they stand. */
+function addToRow(a: Allocator, i: number, d: number): void {
+  a.undo.row(i);
+  a.rows[i]! += d;
 }
 
 /**
@@ -66,26 +72,26 @@ function countTypedInRow(a: Allocator, length: number, segIdx: number): void {
   a.utilizedBytes += length;
   a.objectCount++;
   const r = segIdx * ROW;
-  a.rows[r + R_UTIL]! += length;
-  a.rows[r + R_OBJ]!++;
+  addToRow(a, r + R_UTIL, length);
+  addToRow(a, r + R_OBJ, 1);
 }
 
 /** Takes a used block of segment `segIdx` out of the record counters (it is being freed or replaced). */
 export function uncountUsed(a: Allocator, w: number, length: number, segIdx: number): void {
   a.utilizedBytes -= length;
   const r = segIdx * ROW;
-  a.rows[r + R_UTIL]! -= length;
+  addToRow(a, r + R_UTIL, -length);
   const kind = kindOf(w);
   if (flagsOf(w) & FLAG_BODY) return;
   if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
     a.internalCount--;
-    a.rows[r + R_INT]!--;
+    addToRow(a, r + R_INT, -1);
   } else {
     a.objectCount--;
-    a.rows[r + R_OBJ]!--;
+    addToRow(a, r + R_OBJ, -1);
     if (kind === KIND_LINK) {
       a.linkCount--;
-      a.rows[r + R_LINK]!--;
+      addToRow(a, r + R_LINK, -1);
     }
   }
 }

@@ -21,6 +21,7 @@ import type { Segment, SegmentWindow } from './Segment';
  */
 export function rebuild(alloc: Allocator, onSegment?: (done: number) => void): void {
   faultPoints.hit?.('allocator-walk');
+  alloc.undo.distrust(); // not logged (UndoLog.ts): a repair after a death during it rescans every segment stamped
   markAll(alloc);
   // Every row is rewritten: a repair after a death during this walk rescans every segment.
   alloc.touched.fill(alloc.epoch, 0, alloc.segments.length);

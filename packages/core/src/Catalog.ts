@@ -112,6 +112,8 @@ export class Catalog implements StructureStore {
       nextSchemaId: this.nextSchemaId,
     };
     const bytes = Buffer.from(JSON.stringify(json), 'utf8');
+    // Not logged (UndoLog.ts): pile.meta's slot names the new record; the repair frees the stale one in what the turn stamped.
+    host.alloc.undo.distrust();
     let ptr: PilePointer;
     try {
       ptr = host.storeCatalog(bytes);

@@ -8,6 +8,7 @@ import { MAX_SEGMENTS } from './PointerFormat';
 import { READER_SLOTS, ReaderTable } from './ReaderTable';
 import { ROW } from './SegmentRows';
 import { LIFE_SIZE, TurnLock } from './TurnLock';
+import type { UndoPlaces } from './UndoLog';
 
 // The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
 // what every process that opens a pile shares while it is open. It holds no data of its own: every
@@ -20,13 +21,14 @@ export const COORD_FILE_NAME = 'pile.coord';
 /** "PCRD" little-endian. */
 export const COORD_MAGIC = 0x44524350;
 /**
- * 8: the writer turn's word (OWNER) and a liveness mutex per open (LIVES) in place of the writer
- * mutex; 7: the retired list and the reuse generation (deferred reuse); 6: the boot that left the rows
+ * 9: the undo log of the write in progress (UndoLog.ts); 8: the writer turn's word (OWNER) and a
+ * liveness mutex per open (LIVES) in place of the writer mutex; 7: the retired list and the reuse
+ * generation (deferred reuse); 6: the boot that left the rows
  * live and the tail at the last fold of the tail's counters (an opener after a kill recovers from
  * the rows); 5: the reader table, epoch and session count; 4: the turn number and each segment's
  * last turn (a dead holder's repair rescans only its segments); 3: before them.
  */
-export const COORD_VERSION = 8;
+export const COORD_VERSION = 9;
 /** The head of the file (all but the rows): laid out afresh, with disk space. */
 const HEAD_SIZE = 262144;
 /** A multiple of 65536, as SharedMapping requires: the head, then a row per segment (sparse until used). */
@@ -79,6 +81,10 @@ export const COORD = {
   REUSE_GEN: 536,
   /** u32: moved on at each layout; a liveness mutex stamped otherwise is made afresh by its next claim (TurnLock). */
   LIVES_STAMP: 540,
+  /** u32: the undo log's state (UndoLog.ts): 0 not to be trusted (a repair rescans what the dead turn stamped), n + 1 with n entries. */
+  UNDO: 544,
+  /** The undo log's entries, 16 bytes each up to MARKS: f64 the place (a pile address, or minus a byte offset of this file), u32 x2 its old bytes. */
+  UNDO_LOG: 640,
   MARKS: 4096,
   INCARNATIONS: 20480,
   READERS: 86016,
@@ -91,6 +97,16 @@ export const COORD = {
   /** Segment i's row (SegmentRows.ts) at ROWS + i * ROW * 8. */
   ROWS: HEAD_SIZE,
 } as const;
+
+/** Where the undo log (UndoLog.ts) lies, and what it may name. */
+export const UNDO_PLACES: UndoPlaces = {
+  state: COORD.UNDO,
+  log: COORD.UNDO_LOG,
+  end: COORD.MARKS,
+  rows: COORD.ROWS,
+  fold: COORD.FOLD_TAIL,
+  retired: COORD.RETIRED_HEAD,
+};
 
 /** Bytes of the file locked with OFD locks (never written): they say who has the pile open. */
 const LOCK_INIT = 0;
@@ -108,6 +124,8 @@ const BOOT_BYTES = 36;
 if (
   COORD.COUNTERS + COORD.COUNTER_SLOTS * 8 > COORD.FOLD_TAIL ||
   COORD.FOLD_TAIL + 8 > COORD.MARKS ||
+  COORD.LIVES_STAMP + 4 > COORD.UNDO ||
+  COORD.UNDO + 4 > COORD.UNDO_LOG ||
   COORD.MARKS + MAX_SEGMENTS > COORD.INCARNATIONS ||
   COORD.BOOT + BOOT_BYTES > COORD.HEAD_CRC
 ) {

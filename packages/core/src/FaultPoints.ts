@@ -35,12 +35,18 @@ export type FaultPoint =
   /** A checkpoint cleared the dirty marks; the allocator does not know yet. */
   | 'checkpoint-cleared'
   /** The tail's fold (SegmentRows' foldTail) moved foldAt on; the pending counters are not in the row yet. */
-  | 'tail-folding';
+  | 'tail-folding'
+  /** A write logged the old bytes of a store it is about to make (UndoLog.ts); the store is not made yet. */
+  | 'undo-logged'
+  /** A repair is about to put back one entry of a dead write's undo log. */
+  | 'undo-restoring';
 
 /**
  * Named points in the core where tests step in (count how often a step runs, or kill the process
  * there) instead of patching private methods by name. Nothing is set outside tests: a point
- * costs one load and one comparison. None lies on the put, get or delete paths; the two of set's
+ * costs one load and one comparison. None lies on the put or get paths but 'undo-logged', passed once
+ * per word a delete, an in-place set or a put into a free block logs (a few to a few dozen per
+ * such write; a put at the tail logs none); the two of set's
  * journal are passed once per set whose journal also allocates, writes and frees a block, and the
  * allocator's walk points once per walk and per segment it walks (a put runs one only to merge the
  * free runs of a whole pile, before it grows). The trim points are passed only by a put that

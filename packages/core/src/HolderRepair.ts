@@ -1,22 +1,27 @@
 import { MARK_CLEAN, MARK_WHOLE } from './Allocator';
 import { CHECKPOINT_FIELDS } from './AllocatorCheckpoint';
 import { SEGMENT_HEADER_SIZE } from './BlockFormat';
-import { COORD, type CoordFile } from './CoordFile';
+import { beginChange, endChange } from './ChangeSeq';
+import { COORD, UNDO_PLACES, type CoordFile } from './CoordFile';
 import { mapCounted, recover } from './PileFiles';
 import { emptyRecoveryReport, type RecoveryReport } from './Recovery';
 import type { PileOptions } from './PileOptions';
 import type { RecordStore } from './RecordStore';
+import { UndoLog } from './UndoLog';
 
 const REPAIR_FROM = COORD.REPAIR_FROM >>> 2;
 const FULL_REPAIR = COORD.FULL_REPAIR >>> 2;
 const CKPT_TAIL = CHECKPOINT_FIELDS.indexOf('tailAddr');
 const LAST_TAIL = COORD.LAST_TAIL >>> 3;
+const UNDO = COORD.UNDO >>> 2;
 
 /**
  * The repair after a holder of the writer turn died, on the same boot (docs/concurrency.md, "A
  * holder's death"): pile.coord and the segment files are the memory every writer worked on in
- * place, so only what the dead holder did since its last complete write can be half done. The
- * segments stamped with a turn from COORD.REPAIR_FROM on (the repairs that died since included),
+ * place, so only what the dead holder did since its last complete write can be half done. When
+ * that write's undo log is trusted (UndoLog.ts), its stores are put back first and no segment is
+ * rescanned for its stamp; otherwise the segments stamped with a turn from COORD.REPAIR_FROM on
+ * (the repairs that died since included),
  * and any pile.meta counts past those published, are rescanned whole by recovery's passes, which
  * rebuild their rows; every other row is taken as it is, the tail as the last complete write left
  * it (COORD.LAST_TAIL), the pile's counters summed from the rows. The one body a growing set() may
@@ -63,6 +68,8 @@ export function repairTouched(
   alloc.tailAddr = tail;
   alloc.tailEnd = tailEnd;
   alloc.tailGen = f64[LAST_TAIL + 2]!;
+  const count = mapCounted(store);
+  const undone = undoDeadWrite(store, u32);
   // What appends cut since the last fold lies from foldAt to the tail, counted only in the dead
   // process's pending counters: that part of its segment is rescanned, and added to its row
   // (SegmentRows' foldTail). A foldAt that does not lie in the tail's segment at or below the tail
@@ -72,7 +79,6 @@ export function repairTouched(
   const foldOff = fold - foldSeg * size;
   const foldOk =
     foldSeg >= 0 && foldSeg < counted && foldOff >= SEGMENT_HEADER_SIZE && (tail === 0 || (foldSeg === tailSeg && fold <= tail));
-  const count = mapCounted(store);
   // The dead turn may have checkpointed: the checkpoint and its marks are pile.meta's.
   const ckTail = ck.state[CKPT_TAIL]!;
   alloc.ckptSeq = ck.seq;
@@ -86,7 +92,8 @@ export function repairTouched(
   const touched = alloc.touched;
   const regions: Array<[number, number]> = [];
   for (let i = 0; i < count; i++) {
-    const whole = i >= published || (touched[i]! - from) >>> 0 <= span || (!foldOk && (i === tailSeg || i === foldSeg));
+    const stamped = undone < 0 && (touched[i]! - from) >>> 0 <= span;
+    const whole = i >= published || stamped || (!foldOk && (i === tailSeg || i === foldSeg));
     if (!whole) {
       if (foldOk && i === foldSeg) regions.push([i, foldOff]);
       continue;
@@ -108,6 +115,7 @@ export function repairTouched(
   }
   Object.assign(report, emptyRecoveryReport());
   report.source = 'coord';
+  report.storesUndone = Math.max(undone, 0);
   const pending = coord.pendingBody[0]!;
   // A body of a scanned segment that no scanned link reaches is the dead set()'s, or is linked
   // from a segment the dead turn did not write: only the former is freed.
@@ -115,4 +123,29 @@ export function repairTouched(
     for (const b of bodies) if (b !== pending) bodies.delete(b);
   });
   return true;
+}
+
+/**
+ * Puts back what the dead write stored below the tail's last fold, from pile.coord's undo log
+ * (UndoLog.ts), inside a change of each segment it writes (readers of other processes retry);
+ * returns the entries put back, -1 when the log is not trusted (the stamped segments are rescanned
+ * whole instead). The log is then marked not trusted: a repairer that dies from here on leaves the
+ * next one the stamps, which this repair's own writes add to; one that dies while putting back
+ * leaves it whole, and putting back again changes nothing more.
+ */
+function undoDeadWrite(store: RecordStore, u32: Uint32Array): number {
+  const { segments, segmentSize } = store;
+  const began = new Map<number, boolean>();
+  let n: number;
+  try {
+    n = UndoLog.undo(u32, UNDO_PLACES, segmentSize, (i) => {
+      const seg = segments[i]?.use();
+      if (seg !== undefined && !began.has(i)) began.set(i, beginChange(seg.u32));
+      return seg?.u32;
+    });
+  } finally {
+    for (const [i, b] of began) endChange(segments[i]!.u32, b);
+  }
+  u32[UNDO] = 0;
+  return n;
 }

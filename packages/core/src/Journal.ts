@@ -33,6 +33,18 @@ export interface JournalHost {
  * and is committed before anything of the record changes; recovery replays a committed one.
  */
 export function replaceRecord(host: JournalHost, hSeg: Segment, hOff: number, dSeg: Segment, dOff: number): void {
+  // Logged (UndoLog.ts) when it fits the record's block: a repair after a death inside it puts back
+  // the record, the journal's block and the rows as they were, and rescans from the tail's last fold only.
+  const undo = host.alloc.undo;
+  undo.armed++;
+  try {
+    replace(host, hSeg, hOff, dSeg, dOff);
+  } finally {
+    undo.armed--;
+  }
+}
+
+function replace(host: JournalHost, hSeg: Segment, hOff: number, dSeg: Segment, dOff: number): void {
   const alloc = host.alloc;
   const values = host.values;
   const linked = hSeg !== dSeg || hOff !== dOff;
@@ -45,6 +57,8 @@ export function replaceRecord(host: JournalHost, hSeg: Segment, hOff: number, dS
   const dAddr = dSeg.index * segmentSize + dOff;
   const kind = values.kind;
   const len = values.len;
+  // A value the log has no room for (with the journal's and the rows' entries) is not logged.
+  if ((len >>> 3) + 32 > alloc.undo.capacity) alloc.undo.distrust();
   let target: number;
   let oldBody = 0;
   if (len <= hSeg.u32[hOff >>> 2]! - BLOCK_HEADER_SIZE) {
@@ -70,7 +84,9 @@ export function replaceRecord(host: JournalHost, hSeg: Segment, hOff: number, dS
     commitJournal(host, j.seg, j.off, JOURNAL_PREFIX + len, jAddr);
     return;
   }
-  // Grown past both blocks: new body, then the head becomes a link to it.
+  // Grown past both blocks: new body, then the head becomes a link to it. Not logged: its body is
+  // named in PENDING_BODY, and the repair rescans what the turn stamped.
+  alloc.undo.distrust();
   const bAddr = alloc.alloc(blockSizeFor(len));
   const b = host.seat(bAddr);
   try {
@@ -96,6 +112,8 @@ export function replaceRecord(host: JournalHost, hSeg: Segment, hOff: number, dS
 /** Commits the journal record written at `off` of `seg`, carries it out and frees it. */
 function commitJournal(host: JournalHost, seg: Segment, off: number, length: number, addr: number): void {
   faultPoints.hit?.('journal-written');
+  // Put back by a repair as it was cut (RESERVED): the rescan from the fold frees it, nothing replays it.
+  host.alloc.undo.words(seg.u32, seg.index, off, 2);
   host.commit(seg, off, KIND_JOURNAL, 0, length);
   faultPoints.hit?.('journal-committed');
   applyJournal(host, seg, off);
@@ -129,15 +147,15 @@ export function applyJournal(host: JournalHost, jSeg: Segment, jOff: number): vo
   if (t.seg.index === alloc.pendSeg) foldTail(alloc);
   if (wasUsed) uncountUsed(alloc, tw, t.seg.u32[(t.off >>> 2) + 2]!, t.seg.index);
   const tp = t.off + BLOCK_HEADER_SIZE;
+  const len = op === JOURNAL_INPLACE ? jSeg.u32[(jOff >>> 2) + 2]! - JOURNAL_PREFIX : 8;
+  // The old value and header, for a repair that puts the record back (a value past the log's room marks it not trusted).
+  alloc.undo.words(t.seg.u32, t.seg.index, t.off, (BLOCK_HEADER_SIZE + len + 7) >>> 3);
   // The target is changed in place: readers of other processes may be reading it (ChangeSeq.ts).
   const began = beginChange(t.seg.u32);
   try {
-    let len: number;
     if (op === JOURNAL_INPLACE) {
-      len = jSeg.u32[(jOff >>> 2) + 2]! - JOURNAL_PREFIX;
       jSeg.buf.copy(t.seg.buf, tp, p + JOURNAL_PREFIX, p + JOURNAL_PREFIX + len);
     } else {
-      len = 8;
       t.seg.f64[tp >>> 3] = body;
     }
     host.commit(t.seg, t.off, kind, tFlags, len);

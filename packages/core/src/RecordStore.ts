@@ -482,10 +482,12 @@ export abstract class RecordStore extends ReadState {
         if (blockDamage(seg.buf, seg.u32, off) === undefined) this.alloc.writeFree(seg.u32, off >>> 2, seg.u32[off >>> 2]!, genOf(w));
         return;
       }
-      // Stamped before its row changes, not only in free(): a repair rescans whole only what the dead write stamped.
+      // Logged (UndoLog.ts), and stamped before its row changes, not only in free(): a repair puts back or rescans it.
+      this.alloc.undo.armed++;
       this.alloc.touch(segIdx, off);
       if (stateOf(w) === STATE_USED) uncountUsed(this.alloc, w, seg.u32[(off >>> 2) + 2]!, segIdx);
       if (kindOf(w) === KIND_JOURNAL || this.retired?.retire(seg, off, addr) !== true) this.alloc.free(addr);
+      this.alloc.undo.armed--;
     } finally {
       endChange(seg.u32, began);
     }

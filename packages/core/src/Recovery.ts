@@ -63,6 +63,12 @@ export interface RecoveryReport {
   /** Block headers the scan read. */
   blocksScanned: number;
   /**
+   * Stores of a write cut by a kill that the repair put back from pile.coord's undo log (source
+   * 'coord'; docs/concurrency.md, "A holder's death"), so that only the tail's part appended
+   * since its last fold was rescanned; 0 when there were none or the log was not trusted.
+   */
+  storesUndone: number;
+  /**
    * Where the allocator state outside what was scanned came from: 'none' (no recovery ran), 'scan'
    * (nothing: every segment was scanned), 'checkpoint' (pile.meta's last checkpoint and dirty
    * marks), 'coord' (pile.coord's rows as the writers left them in place on this boot: after a
@@ -85,6 +91,7 @@ export function emptyRecoveryReport(): RecoveryReport {
     regionsScanned: 0,
     bytesScanned: 0,
     blocksScanned: 0,
+    storesUndone: 0,
     source: 'none',
   };
 }

@@ -68,6 +68,9 @@ export class RetiredList {
     const size = u32[h]!;
     const gen = genOf(u32[h + 1]!);
     this.alloc.touch(seg.index, off);
+    const undo = this.alloc.undo;
+    undo.words(u32, seg.index, off, 4); // the header and the two payload words the list takes
+    undo.retiredHead();
     seg.f64[(off + AT_EPOCH) >>> 3] = this.readers.epoch;
     seg.f64[(off + AT_NEXT) >>> 3] = this.head[0]!;
     // A whole RESERVED block before the list names it: every block on the list is retired, and a
@@ -165,8 +168,13 @@ export class RetiredList {
 
   /** Ends the list after the block at `off` of `prev` (none: empties it). */
   private cut(prev: Segment | undefined, off: number): void {
-    if (prev === undefined) this.head[0] = 0;
-    else prev.f64[(off + AT_NEXT) >>> 3] = 0;
+    if (prev === undefined) {
+      this.alloc.undo.retiredHead();
+      this.head[0] = 0;
+    } else {
+      this.alloc.undo.word(prev.u32, prev.index, off + AT_NEXT);
+      prev.f64[(off + AT_NEXT) >>> 3] = 0;
+    }
   }
 
   /** Frees the retired blocks from `addr` on (cut off the list already: a kill meanwhile leaves the rest allocated). */

@@ -5,6 +5,7 @@
 // every other segment's row from pile.meta and rebuilds the written ones by walking them alone.
 
 import { faultPoints } from './FaultPoints';
+import type { UndoLog } from './UndoLog';
 
 /** Bytes of its blocks in use or reserved; the slots before it are the list heads of the size classes (Allocator checks that they fit). */
 export const R_ALLOC = 212;
@@ -52,6 +53,8 @@ export interface TailCounts {
   /** The writer turn's stamps of the segments it writes, and its number (Allocator.touched, Allocator.epoch). */
   touched: Uint32Array<ArrayBufferLike>;
   epoch: number;
+  /** Where a fold logs the old foldAt and row slots it changes (Allocator.undo). */
+  undo: UndoLog;
 }
 
 /** Adds the tail segment's pending counters to its row and the pile's; from now on they gather for segment `next` (-1: none). */
@@ -64,10 +67,15 @@ export function foldTail(a: TailCounts, next = -1): void {
     const touched = a.touched;
     const was = touched[s]!;
     touched[s] = a.epoch;
+    const undo = a.undo;
+    const r = s * ROW;
+    undo.fold();
+    undo.row(r + R_ALLOC);
+    undo.row(r + R_UTIL);
+    undo.row(r + R_OBJ);
     a.foldAt[0] = a.tailAddr;
     faultPoints.hit?.('tail-folding');
     const rows = a.rows;
-    const r = s * ROW;
     rows[r + R_ALLOC]! += a.pendAlloc;
     rows[r + R_UTIL]! += a.pendUtil;
     rows[r + R_OBJ]! += a.pendObj;
@@ -76,7 +84,10 @@ export function foldTail(a: TailCounts, next = -1): void {
     a.utilizedBytes += a.pendUtil;
     a.objectCount += a.pendObj;
     touched[s] = was;
-  } else if (next >= 0) a.foldAt[0] = a.tailAddr;
+  } else if (next >= 0) {
+    a.undo.fold();
+    a.foldAt[0] = a.tailAddr;
+  }
   a.pendAlloc = a.pendUtil = a.pendObj = 0;
   a.pendSeg = next;
 }

@@ -1,13 +1,14 @@
 import type { Allocator } from './Allocator';
 import { STAT_FIELDS, relist } from './AllocatorCheckpoint';
 import { compileCached } from './CodeCache';
-import { COORD, type CoordFile } from './CoordFile';
+import { COORD, UNDO_PLACES, type CoordFile } from './CoordFile';
 import { repairTouched } from './HolderRepair';
 import { repairPile } from './PileFiles';
 import type { RecordStore } from './RecordStore';
 import type { RecoveryReport } from './Recovery';
 import { Segment } from './Segment';
 import { foldTail } from './SegmentRows';
+import { UndoLog } from './UndoLog';
 import { WriterTurn, type TurnHost } from './WriterTurn';
 
 /**
@@ -106,6 +107,7 @@ export class SharedState implements TurnHost {
     alloc.touched = this.coord.touched;
     alloc.intent = this.coord.pendingBody;
     alloc.foldAt = this.coord.foldTail;
+    alloc.undo = new UndoLog(this.coord.u32, this.coord.f64, UNDO_PLACES, alloc.segmentSize);
   }
 
   turn(turn: number): void {
@@ -113,12 +115,20 @@ export class SharedState implements TurnHost {
   }
 
   completed(turn: number): void {
+    this.storeTail();
+    this.store.alloc.epoch = turn;
+  }
+
+  /** What a repair takes as it is beside the rows, the tail, stored with the undo log emptied (UndoLog.completing). */
+  private storeTail(): void {
     const alloc = this.store.alloc;
+    const undo = alloc.undo;
+    const logged = undo.completing();
     const f64 = this.coord.f64;
     f64[LAST_TAIL] = alloc.tailAddr;
     f64[LAST_TAIL + 1] = alloc.tailEnd;
     f64[LAST_TAIL + 2] = alloc.tailGen;
-    alloc.epoch = turn;
+    if (logged) undo.emptied();
   }
 
   publish(): void {
@@ -127,6 +137,8 @@ export class SharedState implements TurnHost {
     const { alloc, segments } = this.store;
     // The rows are others' to read once the turn is released: the tail's pending counters go into its row.
     foldTail(alloc);
+    // The frees and the fold are complete: a repair after a death from here on has nothing to put back.
+    this.storeTail();
     publishFields(alloc, this.coord.f64);
     const n = segments.length;
     const known = this.known;
@@ -145,6 +157,7 @@ export class SharedState implements TurnHost {
 
   refresh(): void {
     const { alloc, catalog, values } = this.store;
+    alloc.undo.forget(); // another holder's log: emptied at this holder's first completion
     this.mapSegments(this.coord.segmentCount);
     takeFields(alloc, this.coord.f64);
     relist(alloc);
@@ -159,6 +172,7 @@ export class SharedState implements TurnHost {
   }
 
   repair(): void {
+    this.store.alloc.undo.forget(); // the dead holder's log is the repair's (HolderRepair)
     // The segments as far as published and still counted in pile.meta (a dead compact() may have
     // uncounted some since), then recovery brings them to what pile.meta counts.
     this.mapSegments(Math.min(this.coord.segmentCount, this.store.meta!.readHeader().segmentCount));

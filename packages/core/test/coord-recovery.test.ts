@@ -207,15 +207,16 @@ describe('recovery from pile.coord after the last process of the boot was killed
     ['journal-committed', 150],
     ['mark-written', 2],
   ] as const) {
-    it(`killed inside a write (${point}): the segments that write touched are rescanned whole, and the tail from its last fold`, () => {
+    it(`killed inside a write (${point}): its stores are put back from the undo log, and the tail rescanned from its last fold`, () => {
       const r = killAndCompare({ PILE_KILL_AT: point, PILE_ARM_AFTER: String(after) });
-      // The record's, the body's, the journal's and a free list's segment, and the tail's part: not all SEGS.
+      // Nothing of it is rescanned but the tail's part (UndoLog.ts): not all SEGS.
       expect(r.regionsScanned).to.be.within(1, 5);
       expect(r.regionsScanned).to.be.below(SEGS);
     });
   }
 
-  for (const point of ['region-walked', 'recovery-replay'] as const) {
+  // Not 'recovery-replay': the set this kill cuts is put back from the undo log (UndoLog.ts), its journal freed, not replayed.
+  for (const point of ['region-walked', 'undo-restoring'] as const) {
     it(`an opener killed in its recovery from pile.coord (${point}): the next one recovers from it again`, () => {
       const { unsure } = kill({ PILE_KILL_AT: 'journal-committed', PILE_ARM_AFTER: '150' });
       const lines = kill({ PILE_KILL_AT: point, PILE_ARM_AFTER: '-1' }).lines;

@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -8,6 +7,7 @@ import { KIND_CATALOG, SEGMENT_HEADER_SIZE, STATE_USED, kindOf, stateOf } from '
 import { MetaFile } from '../src/MetaFile';
 import { segmentFileName } from '../src/Segment';
 import { buildCore } from './fixtures/build-core';
+import { killedChild, repairedByPut } from './fixtures/holder-kills';
 import { dropCoord, where } from './fixtures/pile-files';
 
 // The repair after a holder of the writer turn died (docs/concurrency.md, "A holder's death"): it
@@ -29,14 +29,7 @@ const ROOT = `victim-root-${'n'.repeat(3000)}`;
 const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Runs the victim until it is killed; returns its lines. */
-function victim(dir: string, env: Record<string, string>): Record<string, unknown>[] {
-  const r = spawnSync(process.execPath, [VICTIM], { env: { ...process.env, PILE_DIR: dir, ...env }, encoding: 'utf8' });
-  expect(r.signal, `${JSON.stringify(env)}: ${r.stderr}`).to.equal('SIGKILL');
-  return r.stdout
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-}
+const victim = (dir: string, env: Record<string, string>): Record<string, unknown>[] => killedChild(VICTIM, dir, env);
 
 /** The dirty marks pile.meta holds for segments 0..count-1. */
 function marks(dir: string, count: number): number[] {
@@ -105,11 +98,7 @@ describe('repair after a holder of the writer turn died', function () {
 
   /** The test process's next write repairs; then every live record is there and verify holds. */
   function repairAndCheck(): Pile['lastRecovery'] {
-    const after = pile.put('after');
-    const report = { ...pile.lastRecovery };
-    expect(report.ran, 'the next write repaired').to.equal(true);
-    expect(report.full).to.equal(false);
-    expect(report.corrupt).to.deep.equal([]);
+    const { after, report } = repairedByPut(pile);
     expect(pile.get(after)).to.equal('after');
     for (const [p, v] of model) expect(pile.get(p), `record ${p}`).to.deep.equal(v);
     expect(pile.stats.objectCount).to.equal(model.size + 1);

@@ -120,7 +120,7 @@ export class ValueCodec<V> {
         // A second read of the value: checked again, written as read, and bounded by the room.
         encodeGuard.depth++;
         try {
-          len = this.codec!.encode(this.value as V, buf, view, off, off + room) - off;
+          len = this.codec!.encodeMeasured(this.value as V, buf, view, off, off + room) - off;
         } finally {
           encodeGuard.depth--;
         }

@@ -317,7 +317,7 @@ export abstract class RecordStore extends ReadState {
       off = addr - segIdx * this.segmentSize;
       const start = off + BLOCK_HEADER_SIZE;
       seg.view.setUint16(start, id, true);
-      length = codec.encode(value, seg.buf, seg.view, start + TYPED_PREFIX, off + size) - start;
+      length = codec.encodeMeasured(value, seg.buf, seg.view, start + TYPED_PREFIX, off + size) - start;
     } catch (err) {
       if (addr !== 0 && !inTail) this.alloc.free(addr);
       throw err;

@@ -336,9 +336,8 @@ class Generator {
         );
       }
       case 'object': {
-        let code = root
-          ? `checkRoot(${x});\n`
-          : `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
+        // The root's check is encode()'s, outside the body encodeMeasured() shares (see generateCodec).
+        let code = root ? '' : `if (typeof ${x} !== "object" || ${x} === null || Array.isArray(${x})) fail(${P}, "object", ${x});\n`;
         let off = 0;
         for (const f of node.fields) {
           const fv = this.id('f');
@@ -478,7 +477,7 @@ export const HEADER_SIZE = 2;
 
 /**
  * Generates the codec module source. The module receives the helpers as parameters and returns
- * `{ measure, measureBound, encode, decode, readers }` where readers[i] reads top-level field i alone.
+ * `{ measure, measureBound, encode, encodeMeasured, decode, readers }` where readers[i] reads top-level field i alone.
  */
 export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   const g = new Generator();
@@ -493,9 +492,12 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   // measure: the top-level object check is shared with nested objects.
   const measureBody = g.measure(root, 'x', []);
   const boundBody = g.measure(root, 'x', [], true);
-  // The root's own check is a call of its own: it keeps encode's bytecode under TurboFan's
-  // inlining limit (460 bytes) for typical records, so the pile's typed put inlines it
-  // (measured with `pnpm bench codec`, see docs/benchmarks.md).
+  // The body without the root's check: encodeMeasured(), which the pile's and the cache's writes call
+  // right after measure() or measureBound() checked the same value (whether a value is a non-array
+  // object can not change between two reads). Their typed put inlines it whole, where the check as
+  // a call of encode's own (to keep encode under TurboFan's 460-byte inlining limit) was a call per
+  // put that TurboFan did not inline once the put's budget was spent (44 instructions a mapped put,
+  // benchmarks/results/comparisons.md, "Issue 13: the mapped put and get in instructions").
   const encodeBody = g.encode(root, 'x', rootPos, [], true);
 
   const fast: string[] = [];
@@ -541,13 +543,14 @@ function measureBound(x) {
 let s = ${total};
 ${boundBody}return s;
 }
-function checkRoot(x) {
-if (typeof x !== "object" || x === null || Array.isArray(x)) fail("(root)", "object", x);
-}
-function encode(x, buf, view, o, end) {
+function encodeMeasured(x, buf, view, o, end) {
 view.setUint16(o, ${m}, true);
 let v = o + ${total};
 ${encodeBody}return v;
+}
+function encode(x, buf, view, o, end) {
+if (typeof x !== "object" || x === null || Array.isArray(x)) fail("(root)", "object", x);
+return encodeMeasured(x, buf, view, o, end);
 }
 function decodeOld(buf, view, o, length) {
 const end = o + length;
@@ -563,7 +566,7 @@ const end = o + length;
 ${fast.join('\n')}
 return ${fastExpr};
 }
-return { measure, measureBound, encode, decode, readers: [${readers.join(',\n')}] };
+return { measure, measureBound, encode, encodeMeasured, decode, readers: [${readers.join(',\n')}] };
 `;
   return { source, constants: g.constants, inline };
 }

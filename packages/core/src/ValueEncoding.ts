@@ -205,7 +205,7 @@ export class ValueEncoding {
         seg.view.setUint16(p, this.schemaId, true);
         GUARD.depth++;
         try {
-          this.codec!.encode(this.value, seg.buf, seg.view, p + TYPED_PREFIX, p + this.len);
+          this.codec!.encodeMeasured(this.value, seg.buf, seg.view, p + TYPED_PREFIX, p + this.len);
         } finally {
           GUARD.depth--;
         }

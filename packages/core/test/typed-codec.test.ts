@@ -366,6 +366,29 @@ describe('typed codec', () => {
       expectViolation(codec, 'str', '(root): expected object, got string');
     });
 
+    it('refuse a non-object record in encode() called alone, and encodeMeasured() write what encode() writes', () => {
+      // encode() keeps the root's check that encodeMeasured() (for writers that measured first) leaves out.
+      const buf = Buffer.alloc(4096, SENTINEL);
+      const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+      for (const [bad, got] of [
+        [null, 'null'],
+        [[good], 'array'],
+        ['str', 'string'],
+      ] as const) {
+        expectPileError(
+          () => codec.encode(bad as unknown as typeof good, buf, view, 8, buf.length),
+          'PILE_SCHEMA_VIOLATION',
+          `(root): expected object, got ${got}`,
+        );
+      }
+      expect(buf.every((b) => b === SENTINEL)).to.equal(true);
+      const length = codec.measure(good);
+      const other = Buffer.alloc(4096, SENTINEL);
+      const otherView = new DataView(other.buffer, other.byteOffset, other.byteLength);
+      expect(codec.encodeMeasured(good, other, otherView, 8, 8 + length)).to.equal(codec.encode(good, buf, view, 8, 8 + length));
+      expect(other.equals(buf)).to.equal(true);
+    });
+
     it('ignore extra fields, like zod strip', () => {
       expect(roundTrip(codec, { ...good, extra: 1, items: [{ name: 'b', qty: 2, more: true }] } as unknown as typeof good)).to.deep.equal({
         ...good,

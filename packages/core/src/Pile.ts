@@ -301,11 +301,11 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
   }
 
   /**
-   * view.field()'s code for one field of schema `id` in this pile, and what it is called with
-   * (see compileFieldAccess).
+   * view.field()'s code for one field of schema `id` in this pile (`name` undefined: the whole
+   * record, for a checked typed get), and what it is called with (see compileFieldAccess).
    * @internal
    */
-  typedFieldAccess(id: number, name: string, read: FieldReader, inline: InlineRead | undefined): FieldAccess {
+  typedFieldAccess(id: number, name: string | undefined, read: FieldReader, inline: InlineRead | undefined): FieldAccess {
     const slow = (ptr: number): unknown => this.fieldTyped(ptr as PilePointer, id, read);
     const code = this.verifyOnRead
       ? checkedFieldAccess

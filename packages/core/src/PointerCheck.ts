@@ -87,14 +87,15 @@ export type FieldAccessCode = (ptr: number, segments: readonly Segment[], read: 
  * the memory it touches. Whatever the fast check does not settle goes to `slow`, the general
  * path, which throws the precise error. The function is shared by every view of the same schema
  * and field in piles of the same geometry (the pile comes in as `segments`), so TypedView.field
- * calls one function and V8 inlines it, whichever pile or view is used.
+ * calls one function and V8 inlines it, whichever pile or view is used. `fieldName` undefined: the
+ * whole record (`read` is the codec's decode), which a checked pile's typed get reads this way.
  */
 export function compileFieldAccess(
   g: PointerGeometry,
   typedWord: number,
   typedMask: number,
   schemaId: number,
-  fieldName: string,
+  fieldName: string | undefined,
   inline: InlineRead | undefined,
   checked: boolean,
 ): FieldAccessCode {
@@ -118,7 +119,7 @@ ${give}
 `;
   const read = `read(seg.buf, seg.view, off + ${BLOCK_HEADER_SIZE + TYPED_PREFIX}, len - ${TYPED_PREFIX})`;
   // The field's name makes the code of each field its own, so each call of `read` stays monomorphic.
-  const source = `const FIELD = ${JSON.stringify(fieldName)};
+  const source = `const FIELD = ${fieldName === undefined ? 'undefined' : JSON.stringify(fieldName)};
 ${checkSource(g, String(typedWord), String(typedMask), 'return slow(ptr);', checked)}
 ${direct}if ((u32[h + 4] & 0xffff) !== ${schemaId}) return slow(ptr);
 ${

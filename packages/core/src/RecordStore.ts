@@ -29,7 +29,7 @@ import {
   word1,
 } from './BlockFormat';
 import { Catalog } from './Catalog';
-import { SEQ_BYTE, SEQ_WORD, beginChange, endChange } from './ChangeSeq';
+import { beginChange, endChange } from './ChangeSeq';
 import { blockChecksum, blockDamage, headerChecksum } from './Checksum';
 import { encodeGuard, reentrantError } from './EncodeGuard';
 import { replaceRecord } from './Journal';
@@ -354,33 +354,15 @@ export abstract class RecordStore extends ReadState {
 
   /** @internal */
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
-    // A checked pile's views call getTypedChecked themselves (CheckedTypedView), so that this
+    // A checked pile's views read through compiled code of their own (CheckedTypedView.get), so that this
     // branch gets no type feedback from them; it is here for any other caller.
-    if (this.checkReads) return this.getTypedChecked(ptr, id, codec);
+    if (this.checkReads) return this.reread(this.typedOnce, ptr, id, codec.decode);
     // An unlinked record (no verifyOnRead) is decided by one comparison of the header word (quickLocate).
     const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
     const seg = this.hSeg;
     if (off >= 0 && (seg.u32[(off >>> 2) + 4]! & 0xffff) === id)
       return codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, seg.u32[(off >>> 2) + 2]! - TYPED_PREFIX);
     return this.typedOnce(ptr, id, codec.decode);
-  }
-
-  /**
-   * @internal getTyped of a read-only open (CheckedTypedView calls it): the change sequence
-   * quickLocate loaded is loaded again once after the decode (a plain load, see SEQ_BYTE).
-   */
-  getTypedChecked(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown {
-    const off = this.quickLocate(ptr, TYPED_USED_WORD, this.typedWordMask);
-    const { hSeg: seg, sSeq: seq } = this;
-    if (off >= 0 && (seg.u32[(off >>> 2) + 4]! & 0xffff) === id) {
-      try {
-        const value = codec.decode(seg.buf, seg.view, off + BLOCK_HEADER_SIZE + TYPED_PREFIX, seg.u32[(off >>> 2) + 2]! - TYPED_PREFIX);
-        if (seg.view.getUint32(SEQ_BYTE, true) === seq) return value; // not Atomics.load: see SEQ_BYTE
-      } catch (err) {
-        if (Atomics.load(seg.u32, SEQ_WORD) === seq) throw err;
-      }
-    }
-    return this.reread(this.typedOnce, ptr, id, codec.decode);
   }
 
   /** @internal view.field()'s general path (compileFieldAccess names it `slow`): checked like a get. */

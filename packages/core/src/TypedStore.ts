@@ -25,6 +25,5 @@ export interface TypedStore {
   putTyped(id: number, codec: CompiledSchema<unknown>, value: unknown): PilePointer;
   setTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>, value: unknown): void;
   getTyped(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown;
-  getTypedChecked(ptr: PilePointer, id: number, codec: CompiledSchema<unknown>): unknown;
-  typedFieldAccess(id: number, name: string, read: FieldReader, inline: InlineRead | undefined): FieldAccess;
+  typedFieldAccess(id: number, name: string | undefined, read: FieldReader, inline: InlineRead | undefined): FieldAccess;
 }

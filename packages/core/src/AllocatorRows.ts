@@ -15,6 +15,7 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
   const kind = kindOf(w);
   const internal = kind === KIND_CATALOG || kind === KIND_JOURNAL;
   if (internal && segIdx === a.pendSeg) countInternalInTail(a, segIdx);
+  // Tested again, not kept from the line above: countInternalInTail folds, and the segment is pending no more.
   const pend = segIdx === a.pendSeg;
   if (pend) a.pendUtil += length;
   else {

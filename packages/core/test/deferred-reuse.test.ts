@@ -96,8 +96,16 @@ describe('deferred reuse (issue 17, point 4)', function () {
           child.proc.kill('SIGKILL');
           await child.exited;
         }
-        w.put('takes the turn');
-        await tick(); // the release finds the session ended, or the dead reader by its byte lock, and frees the retired blocks
+        // Takes the turn; the release that ends this event-loop turn finds the session ended, or the
+        // dead reader by its byte lock, and frees the retired blocks. The release of the turn of the
+        // ten puts above may have freed them already: it runs at the end of the event-loop turn (a
+        // microtask) in which the child was told to end, and the child may end its session before it
+        // (measured: the release ran 0.4-0.8 ms after the 'end' line was written, the session had
+        // ended). Freed then, the ten adjacent blocks merge into one, and a small put here would take
+        // its front (the ten puts below then land 32 bytes on). A value larger than the ten blocks
+        // goes to the tail whichever release frees them.
+        w.put('t'.repeat(4000));
+        await tick();
         const after = putSome(w, 10);
         expect([...after].filter((a) => freed.has(a)).length, 'the ten blocks are reused').to.equal(10);
         expect(w.verify().ok).to.equal(true);

@@ -167,7 +167,8 @@ function mismatch<V>(t: WalkedTable<V> & CheckedTable, at: Position, s: number, 
   const idx = t.idx;
   if (!t.host.mem.settled() || idx.ptr(i) !== p || idx.hash(i) !== hash) return AGAIN;
   const q = at.suspect;
-  const now = Date.now();
+  // A monotonic clock: a step of the wall clock must not make a live writer's slot look damaged, or hide a damaged one.
+  const now = performance.now();
   if (q.slot !== i || q.ptr !== p || q.hash !== hash || q.seq !== s) {
     at.suspect = { slot: i, ptr: p, hash, seq: s, since: now };
     return AGAIN;
@@ -175,6 +176,6 @@ function mismatch<V>(t: WalkedTable<V> & CheckedTable, at: Position, s: number, 
   if (now - q.since < SUSPECT_MS) return AGAIN;
   throw new PileError(
     'PILE_CORRUPT',
-    `cache table '${t.meta.name}': slot ${i} holds hash ${hash}, its record ${p} another, unchanged for ${now - q.since} ms: the index is damaged (the next writable open repairs it)`,
+    `cache table '${t.meta.name}': slot ${i} holds hash ${hash}, its record ${p} another, unchanged for ${Math.round(now - q.since)} ms: the index is damaged (the next writable open repairs it)`,
   );
 }

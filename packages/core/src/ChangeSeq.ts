@@ -108,7 +108,8 @@ function clearDeadMark(u32: Uint32Array): void {
  */
 class ReadRetry {
   private attempt = 0;
-  private started = 0;
+  /** performance.now() at the first pause (-1 before): a monotonic clock, so that a step of the wall clock neither ends the wait early nor makes it last for ever. */
+  private started = -1;
   private stuckWords: Uint32Array = NO_SEQ_WORDS;
   private stuckSeq = -1;
   private stuckSince = 0;
@@ -120,8 +121,8 @@ class ReadRetry {
   pause(what: string, words: Uint32Array, seq: number): void {
     this.attempt++;
     if (this.attempt <= EAGER_ATTEMPTS) return;
-    const now = Date.now();
-    if (this.started === 0) this.started = now;
+    const now = performance.now();
+    if (this.started < 0) this.started = now;
     const current = Atomics.load(words, SEQ_WORD);
     if ((current & 1) !== 0 && words === this.stuckWords && current === this.stuckSeq) {
       if (now - this.stuckSince >= STUCK_MS) throw stuckError(what, current, now - this.stuckSince);
@@ -139,7 +140,7 @@ class ReadRetry {
 function stuckError(what: string, seq: number, ms: number): PileError {
   return new PileError(
     'PILE_LOCKED',
-    `${what} met a segment being changed by a writer for ${ms} ms (change sequence ${seq}): the writer died or is stopped in the middle of a change; the next writer to take the turn or open the pile repairs a dead one (docs/concurrency.md, "Checked reads")`,
+    `${what} met a segment being changed by a writer for ${Math.round(ms)} ms (change sequence ${seq}): the writer died or is stopped in the middle of a change; the next writer to take the turn or open the pile repairs a dead one (docs/concurrency.md, "Checked reads")`,
   );
 }
 

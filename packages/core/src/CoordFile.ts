@@ -467,10 +467,11 @@ function checkRegular(fd: number, file: string): void {
 
 /** Waits (sleeping, not spinning) for the exclusive init lock: another opener is laying the file out. */
 function lockInit(fd: number, file: string): void {
-  const deadline = Date.now() + INIT_WAIT_MS;
+  // A monotonic clock: a step of the wall clock must not end the wait early or make it last for ever.
+  const deadline = performance.now() + INIT_WAIT_MS;
   let pause = 1;
   while (!native.ofdLock(fd, LOCK_INIT, 1, 'write', file)) {
-    if (Date.now() > deadline) {
+    if (performance.now() > deadline) {
       throw new PileError('PILE_LOCKED', `another process held the init lock of ${file} (offset ${LOCK_INIT}) for ${INIT_WAIT_MS} ms`);
     }
     Atomics.wait(sleeper, 0, 0, pause);

@@ -248,8 +248,9 @@ export class WriterTurn {
   private lock(): number {
     if (this.handedOver) {
       this.handedOver = false;
-      const until = Date.now() + HAND_OVER_MS;
-      while (Atomics.load(this.u32, WAITERS) !== 0 && Atomics.load(this.u32, SEQ) === this.seen && Date.now() < until) {
+      // A monotonic clock: a step of the wall clock must not cut the hand-over short or make it last for ever.
+      const until = performance.now() + HAND_OVER_MS;
+      while (Atomics.load(this.u32, WAITERS) !== 0 && Atomics.load(this.u32, SEQ) === this.seen && performance.now() < until) {
         Atomics.wait(NAP, 0, 0, 0.05);
       }
     }

@@ -32,7 +32,7 @@ export function liveHeader(t: CheckedTable): Float64Array {
       if (t.host.storedIndex(t.meta.id) === undefined) throw foundDropped(t);
       throw new PileError('PILE_CORRUPT', `cache table '${t.meta.name}': its header block ${t.meta.header} is not live (${err.message})`);
     }
-    (retry ??= new ReadRetry()).pause(`a read of cache table '${t.meta.name}''s header`, t.seqWords, t.seqWords[SEQ_WORD]!);
+    (retry ??= new ReadRetry(pile)).pause(`a read of cache table '${t.meta.name}''s header`, t.seqWords, t.seqWords[SEQ_WORD]!);
   }
 }
 

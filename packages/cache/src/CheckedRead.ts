@@ -104,7 +104,7 @@ export function underTableCheck<R, A>(
     // the next table's seqlock with zero until the 10 s give-up.
     const dropped = droppedOr(t, undefined);
     if (dropped !== undefined) throw dropped;
-    (retry ??= new ReadRetry()).pause(`${what} of cache table '${t.meta.name}'`, w, s);
+    (retry ??= new ReadRetry(t.host.pile)).pause(`${what} of cache table '${t.meta.name}'`, w, s);
   }
 }
 

@@ -3,7 +3,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { lineChild, writerBesideReaders } from '../../core/test/fixtures/line-child';
-import { isPileError } from '@pile/core';
+import { isPileError, openPile } from '@pile/core';
+import { buildCore } from '../../core/test/fixtures/build-core';
+import { killedChild } from '../../core/test/fixtures/holder-kills';
 import { openCache } from '../src';
 import { DROP_KEYS, DROP_TABLE, roundValue } from './fixtures/drop-values';
 
@@ -82,6 +84,43 @@ describe('cache tables read by other processes while one writes', function () {
     expect(again.table<string>('kv').get('a')).to.equal('A');
     expect(again.table<string>('kv').has('a')).to.equal(true);
     again.close();
+  });
+
+  // A writer killed in the middle of a change of a segment (not of the table: a delete of a record
+  // beside its entries) leaves the segment's mark odd and the table's seqlock even. A count (a raw
+  // read of the header, watching the seqlock) waited out ReadRetry's 10 s give-up, since its 1 s
+  // check of a mark stuck odd looked at the seqlock; a get waited 2 s (two reads of 1 s each). Each
+  // read now stops as soon as it finds the turn's holder dead.
+  it('a writer SIGKILLed in the middle of a change of the segment holding the entries: a read-only reader gets PILE_LOCKED at once, and reads after the next writer repairs', () => {
+    buildCore(); // the victim runs the core's dist/
+    const pile = openPile({ dir, segmentSize: 1 << 20 });
+    const cache = openCache({ pile, sweepIntervalSec: 0 });
+    cache.table<string>('kv').put('a', 'A');
+    const doomed = pile.put('beside the entries');
+    cache.close();
+    pile.close();
+    const reader = openCache({ dir, readonly: true });
+    try {
+      const kv = reader.table<string>('kv');
+      const victim = path.join(__dirname, '..', '..', 'core', 'test', 'fixtures', 'undo-victim.js');
+      // It opens the pile beside the reader, and dies at the first store its delete logs, inside the segment's change.
+      killedChild(victim, dir, { PILE_OP: 'delete', PILE_PTR: String(doomed), PILE_KILL_AT: 'undo-logged' });
+      for (const read of [() => kv.get('a'), () => kv.count, () => [...kv.keys()], () => reader.table<string>('kv')]) {
+        expect(() => read())
+          .to.throw(/left open by a writer that died holding the writer turn/)
+          .that.satisfies((e: unknown) => isPileError(e, 'PILE_LOCKED'));
+      }
+      const writer = openCache({ dir, sweepIntervalSec: 0 });
+      try {
+        expect(writer.table<string>('kv').get('a')).to.equal('A');
+        expect(kv.get('a')).to.equal('A');
+        expect(kv.count).to.equal(1);
+      } finally {
+        writer.close();
+      }
+    } finally {
+      reader.close();
+    }
   });
 
   // Point 6 of issue 17 for the rest of a table's read API: keys(), entries(), count, capacity,

@@ -102,21 +102,33 @@ function clearDeadMark(u32: Uint32Array): void {
   if ((s & 1) !== 0) Atomics.store(u32, SEQ_WORD, (s + 1) >>> 0);
 }
 
+/** What a reader asks of its pile while it waits: whether the writer turn's holder is gone (ReadState.rawWriterGone). */
+interface WriterLiveness {
+  rawWriterGone(): boolean;
+}
+
 /**
  * Back-off of a reader whose read met a change: the state of its retries. `pause(words, seq)`
  * is called before each new attempt with the word and the value that made the last one fail.
+ * `pile`: asked at each pause past the eager attempts whether the writer holding the turn died.
  */
 class ReadRetry {
   private attempt = 0;
+  /** The last pause found the turn's holder gone. */
+  private goneSeen = false;
   /** performance.now() at the first pause (-1 before): a monotonic clock, so that a step of the wall clock neither ends the wait early nor makes it last for ever. */
   private started = -1;
   private stuckWords: Uint32Array = NO_SEQ_WORDS;
   private stuckSeq = -1;
   private stuckSince = 0;
 
+  constructor(private readonly pile?: WriterLiveness) {}
+
   /**
-   * @throws PILE_LOCKED when the segment has stayed marked as being changed for STUCK_MS (its writer
-   * died or is stopped), or reads kept meeting changes for GIVE_UP_MS
+   * @throws PILE_LOCKED at once when an attempt failed after the writer holding the turn was found
+   * dead (a change it left open lasts until the next writer repairs it); when the segment has
+   * stayed marked as being changed for STUCK_MS (its writer is stopped), or reads kept meeting
+   * changes for GIVE_UP_MS
    */
   pause(what: string, words: Uint32Array, seq: number): void {
     this.attempt++;
@@ -124,6 +136,13 @@ class ReadRetry {
     const now = performance.now();
     if (this.started < 0) this.started = now;
     const current = Atomics.load(words, SEQ_WORD);
+    // Nobody changes anything while the holder is dead: an attempt that failed after its death was
+    // seen met a change it left open (maybe in another word than `words`: a cache read watches its
+    // table's seqlock, the entry's segment may be the odd one), which no wait ends.
+    if (this.pile?.rawWriterGone() === true) {
+      if (this.goneSeen) throw deadError(what);
+      this.goneSeen = true;
+    } else this.goneSeen = false;
     if ((current & 1) !== 0 && words === this.stuckWords && current === this.stuckSeq) {
       if (now - this.stuckSince >= STUCK_MS) throw stuckError(what, current, now - this.stuckSince);
     } else {
@@ -144,4 +163,11 @@ function stuckError(what: string, seq: number, ms: number): PileError {
   );
 }
 
-export { SEQ_WORD, SEQ_BYTE, NO_SEQ_WORDS, beginChange, endChange, clearDeadMark, ReadRetry };
+function deadError(what: string): PileError {
+  return new PileError(
+    'PILE_LOCKED',
+    `${what} met a change left open by a writer that died holding the writer turn: it stays open until the next writer takes the turn (any write, or a writable open) and repairs it (docs/concurrency.md, "Checked reads")`,
+  );
+}
+
+export { SEQ_WORD, SEQ_BYTE, NO_SEQ_WORDS, beginChange, endChange, clearDeadMark, ReadRetry, type WriterLiveness };

@@ -185,6 +185,8 @@ export class CoordFile {
    */
   readonly kept: boolean;
   private reservedRows = 0;
+  /** A read-only open's TurnLock, for holderGone() only (never claimed). */
+  private holderCheck: TurnLock | undefined;
 
   private constructor(
     readonly file: string,
@@ -442,6 +444,22 @@ export class CoordFile {
     return native.ofdLock(this.fd, LOCK_STRUCTURES, 1, mode, this.file);
   }
 
+  /**
+   * Whether the writer turn names a holder that died or closed holding it (TurnLock.holderGone): a
+   * change it left open lasts until the next writer repairs it. A read-only open asks through a
+   * TurnLock of its own. A mutex that can not be checked answers false: the reader waits on.
+   */
+  holderGone(): boolean {
+    if (this.mapping === undefined) return false;
+    try {
+      const st = this.turnLock === undefined && this.holderCheck === undefined ? fs.fstatSync(this.fd) : undefined;
+      if (st !== undefined) this.holderCheck = new TurnLock(this.mapping, this.file, `${st.dev}:${st.ino}`);
+      return (this.turnLock ?? this.holderCheck)!.holderGone();
+    } catch {
+      return false;
+    }
+  }
+
   /** Whether another live read-write open of the pile (another process) has the file open. */
   otherWriters(): boolean {
     return native.ofdHolder(this.fd, LOCK_WRITERS, 1, 'write', this.file) !== null;
@@ -452,6 +470,7 @@ export class CoordFile {
     if (this.fd < 0) return;
     // The liveness mutex first: the slot's next claimer locks it.
     this.turnLock?.close();
+    this.holderCheck?.close();
     if (this.mapping !== undefined) this.readers.release();
     this.mapping?.unmap();
     this.mapping = undefined;

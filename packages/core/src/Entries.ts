@@ -57,7 +57,7 @@ function* walkSegments(store: RecordStore, isClosed: () => boolean): IterableIte
       const entry =
         !stop && off > last && stateOf(w) === STATE_USED && (flagsOf(w) & FLAG_BODY) === 0 ? entryAt(store, seg, off, w) : undefined;
       if (!store.readSettled()) {
-        (retry ??= new ReadRetry()).pause(`entries() in segment ${s}`, u32, store.sSeq);
+        (retry ??= new ReadRetry(store)).pause(`entries() in segment ${s}`, u32, store.sSeq);
         off = anchor >= 0 ? anchor : SEGMENT_HEADER_SIZE;
         continue;
       }

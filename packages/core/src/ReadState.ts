@@ -156,13 +156,24 @@ export abstract class ReadState {
   }
 
   /**
+   * Whether the process holding the writer turn died or closed holding it (docs/concurrency.md,
+   * "Checked reads"): a change it left open, a segment's or a cache table's change mark odd, lasts
+   * until the next writer takes the turn and repairs it, so a read waiting for it stops (ReadRetry
+   * throws PILE_LOCKED). False where no other process writes (pile.coord not shared memory). Costs
+   * an atomic load, and a trylock of the holder's liveness mutex while the turn is held.
+   */
+  rawWriterGone(): boolean {
+    return this.readers?.writerGone() === true;
+  }
+
+  /**
    * Makes the read `once(ptr, a, b)` until one attempt meets no change (readSettled), pausing
    * between attempts (ReadRetry); returns its value or throws its error.
    * @throws PILE_LOCKED when a writer stays in the middle of a change (see ReadRetry), else what `once` throws
    * @internal
    */
   reread<A, B>(once: (this: this, ptr: PilePointer, a: A, b: B) => unknown, ptr: PilePointer, a: A, b: B): unknown {
-    const retry = new ReadRetry();
+    const retry = new ReadRetry(this);
     for (;;) {
       const odd = (this.sSeq & 1) === 0 && (this.bSeq & 1) !== 0;
       retry.pause(`a read of pointer ${ptr}`, odd ? this.bU32 : this.sU32, odd ? this.bSeq : this.sSeq);

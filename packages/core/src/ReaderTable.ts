@@ -25,6 +25,8 @@ export interface ReaderTableFile {
   readonly file: string;
   /** The file descriptor whose open file description holds the slot's byte lock (-1 once closed). */
   readonly lockFd: number;
+  /** Whether the writer turn names a holder that is gone (CoordFile.holderGone). */
+  holderGone(): boolean;
 }
 
 /** No live session: every epoch is past it. */
@@ -50,6 +52,11 @@ export class ReaderTable {
   private beganGen = 0;
 
   constructor(private readonly host: ReaderTableFile) {}
+
+  /** Whether the writer turn's holder died or closed holding it: the question of a reader that waits for a change (ReadState.rawWriterGone). */
+  writerGone(): boolean {
+    return this.host.holderGone();
+  }
 
   /**
    * Claims a slot: the first whose byte lock can be taken and whose session flag is clear (a slot

@@ -158,6 +158,15 @@ export class TurnLock {
     this.futex.wake(1);
   }
 
+  /**
+   * Whether the word names a holder that is gone (a reader's question: a change that holder left
+   * open will not end until the next writer repairs it). False when free or held by this thread.
+   */
+  holderGone(): boolean {
+    const v = Atomics.load(this.u32, OWNER >>> 2);
+    return v !== 0 && mine.get(this.key)?.has((v & ~WAITER) >>> 0) !== true && this.gone(v);
+  }
+
   /** Whether this open holds the word. */
   get held(): boolean {
     return this.me !== 0 && (Atomics.load(this.u32, OWNER >>> 2) & ~WAITER) >>> 0 === this.me;

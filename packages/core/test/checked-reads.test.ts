@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { isPileError, openPile, type Pile } from '../src';
 import { buildCore } from './fixtures/build-core';
+import { killedChild } from './fixtures/holder-kills';
 
 // Issue 17's bar for reads without locks (docs/concurrency.md, "Checked reads"): a writer process
 // sets records in place while two read-only processes read them by every read path. The values
@@ -157,6 +158,42 @@ describe('checked reads: the change sequence', () => {
     }
     expect(pile.has(a)).to.equal(false);
     pile.close();
+  });
+
+  // A reader used to wait out the 1 s of a mark stuck odd (ReadRetry's STUCK_MS) though the writer
+  // that left it was known dead: the turn's word named it and its liveness mutex could be taken.
+  it('a writer SIGKILLed in the middle of a delete beside a read-only reader: the read stops at once with PILE_LOCKED naming the death, and reads again after the next writer repairs', () => {
+    const setup = openPile({ dir, segmentSize: 1 << 20 });
+    const view = setup.schema('checked', shape);
+    const kept = setup.put(valueOf(1));
+    const typed = view.put(valueOf(2));
+    const doomed = setup.put(valueOf(3));
+    setup.close();
+    const reader = openPile({ dir, readonly: true });
+    try {
+      const rView = reader.schema('checked', shape);
+      // The victim opens the pile beside the reader, and dies at the first store its delete logs, inside the change.
+      killedChild(path.join(FIXTURES, 'undo-victim.js'), dir, { PILE_OP: 'delete', PILE_PTR: String(doomed), PILE_KILL_AT: 'undo-logged' });
+      expect(seqOf(reader) % 2, 'the dead delete left its segment marked as being changed').to.equal(1);
+      for (const read of [() => reader.get(kept), () => rView.get(typed), () => rView.field(typed, 'n'), () => [...reader.entries()]]) {
+        expect(() => read())
+          .to.throw(/left open by a writer that died holding the writer turn/)
+          .that.satisfies((e: unknown) => isPileError(e, 'PILE_LOCKED'));
+      }
+      const writer = openPile({ dir, checkpointInterval: 0 });
+      try {
+        writer.put('after');
+        expect(writer.lastRecovery.ran, 'the writer repaired the dead delete').to.equal(true);
+        expect(seqOf(reader) % 2).to.equal(0);
+        expect(reader.get(kept)).to.deep.equal(valueOf(1));
+        expect(rView.field(typed, 'n')).to.equal(valueOf(2).n);
+        expect(writer.verify().ok).to.equal(true);
+      } finally {
+        writer.close();
+      }
+    } finally {
+      reader.close();
+    }
   });
 
   it('a mark left odd by a dead writer stalls a read-only reader with PILE_LOCKED, and the next writable open clears it', () => {

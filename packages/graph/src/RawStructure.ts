@@ -397,7 +397,7 @@ export class RawStructure {
         }
         if (!failed && Atomics.load(w, SEQ_WORD) === s) return value as T;
       }
-      (retry ??= new ReadRetry()).pause(`a read of ${this.kind.noun} '${this.name}'`, w, s);
+      (retry ??= new ReadRetry(this.pile)).pause(`a read of ${this.kind.noun} '${this.name}'`, w, s);
     }
   }
 

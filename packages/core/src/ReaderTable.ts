@@ -1,4 +1,5 @@
 import { native } from '@pile/native';
+import { COORD } from './CoordLayout';
 import { PileError } from './PileError';
 
 // The reader table of pile.coord (issue 17, point 4; docs/concurrency.md, "Read sessions and the
@@ -7,13 +8,9 @@ import { PileError } from './PileError';
 // it for as long as it runs. A writer learns from the table which epochs live readers may still be
 // reading at, to keep a block freed at or after the oldest of them from being handed out again.
 
-/** Byte offsets in pile.coord (CoordFile's COORD holds the same numbers; no import: CoordFile imports this). */
-const EPOCH = 512;
-const SESSIONS = 520;
-const REUSE_GEN = 536;
-const READERS = 86016;
-export const READER_SLOTS = 1024;
-const SLOT_SIZE = 32;
+const { EPOCH, SESSIONS, REUSE_GEN, READERS } = COORD;
+export const READER_SLOTS = COORD.READER_SLOTS;
+const SLOT_SIZE = COORD.READER_SLOT_SIZE;
 /** In a slot: f64 epoch at +0 (valid while the flag is 1), u32 session flag at +8, u32 pid at +12. */
 const SLOT_FLAG = 8;
 const SLOT_PID = 12;

@@ -1,4 +1,5 @@
 import { native, type Futex, type SharedMapping, type SharedMutex } from '@pile/native';
+import { COORD } from './CoordLayout';
 import { PileError } from './PileError';
 
 // The lock of the writer turn (issue 17; docs/concurrency.md, "The writer turn"): a word of
@@ -20,11 +21,9 @@ import { PileError } from './PileError';
 // The generation keeps a waiter from taking a new open of the same slot for the dead holder that
 // named it.
 
-/** Byte offsets in pile.coord (CoordFile's COORD holds the same numbers; no import: CoordFile imports this). */
-const OWNER = 64;
-const LIVES = 196608;
+const { OWNER, LIVES } = COORD;
 /** u32: stamped at each layout; a slot whose stamp differs has a liveness mutex not yet made in this layout. */
-const LIVES_STAMP = 540;
+const LIVES_STAMP = COORD.LIVES_STAMP;
 export const LIFE_SIZE = 64;
 /** In a slot's 64 bytes: the mutex (40 bytes on x86-64 glibc), the claim generation, the layout stamp. */
 const LIFE_GEN = 48;

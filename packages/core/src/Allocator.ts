@@ -197,8 +197,7 @@ export class Allocator {
     this.touch(segIdx, off);
     const u32 = seg.u32;
     const undo = this.undo;
-    undo.words(u32, segIdx, off, 4); // the header, and the payload words push() links through
-    undo.row(segIdx * ROW + R_ALLOC);
+    if (undo.n >= 0) undo.block(u32, segIdx, off, 4, segIdx * ROW + R_ALLOC); // the header, the words push() links through, the row
     const h = off >>> 2;
     let size = u32[h]!;
     let gen = genOf(u32[h + 1]!);
@@ -220,7 +219,7 @@ export class Allocator {
         this.writeFree(u32, h, this.tailEnd - addr, g);
         // The tail's old header is inside the tail now: a header whose check words hold must
         // only ever start a block (recovery trusts it to confirm a neighbour's size).
-        undo.word(u32, segIdx, end + 8);
+        if (undo.n >= 0) undo.word(u32, segIdx, end + 8);
         u32[(end >>> 2) + 2] = 0;
         this.freeBytes += end - off;
         this.tailDown(addr);
@@ -238,7 +237,7 @@ export class Allocator {
       size += nsize;
       // Generation before size (see above): the merged block never shows a smaller generation than a block it covers.
       this.writeFree(u32, h, size, gen);
-      undo.word(u32, segIdx, end + 8);
+      if (undo.n >= 0) undo.word(u32, segIdx, end + 8);
       u32[(end >>> 2) + 2] = 0;
       end += nsize;
     }
@@ -501,19 +500,22 @@ export class Allocator {
   private carve(addr: number, size: number, seg: Segment, off: number): number {
     const undo = this.undo;
     undo.armed++;
-    this.touch(seg.index, off);
+    const s = seg.index;
+    this.touch(s, off);
     this.sinceCheckpoint += size;
     const u32 = seg.u32;
-    undo.words(u32, seg.index, off, 4); // the header and links, which the payload overwrites
     const h = off >>> 2;
     const have = u32[h]!;
+    const rest = have - size >= MIN_BLOCK_SIZE;
+    // Logged in one call made only while a log is kept (UndoLog.off() never is): TurboFan does not
+    // inline a call never made, so an in-memory pile's carve, free and push stay their size without the log.
+    if (undo.n >= 0) undo.cut(u32, s, off, rest ? size : 0, s * ROW + R_ALLOC);
     this.unlink(addr, have, seg, off);
     const gen = (genOf(u32[h + 1]!) + 1) & GEN_MASK;
     let used = have;
-    if (have - size >= MIN_BLOCK_SIZE) {
+    if (rest) {
       // Remainder header first: until the block's own size is rewritten, a walker skips it.
       const rOff = off + size;
-      undo.words(u32, seg.index, rOff, 2);
       this.writeFree(u32, rOff >>> 2, have - size, gen);
       this.push(addr + size, have - size, seg, rOff);
       used = size;
@@ -521,8 +523,7 @@ export class Allocator {
     this.writeReserved(u32, h, used, gen);
     this.freeBytes -= used;
     this.allocatedBytes += used;
-    undo.row(seg.index * ROW + R_ALLOC);
-    this.rows[seg.index * ROW + R_ALLOC]! += used;
+    this.rows[s * ROW + R_ALLOC]! += used;
     undo.armed--;
     return addr;
   }
@@ -534,8 +535,8 @@ export class Allocator {
     const c = sizeClass(size);
     const i = s * ROW + c;
     const head = this.rows[i]!;
-    this.undo.words(seg.u32, s, off + 16, 2);
-    this.undo.row(i);
+    const undo = this.undo;
+    if (undo.n >= 0) undo.block(seg.u32, s, off + 16, 2, i);
     seg.f64[(off + 16) >>> 3] = head;
     seg.f64[(off + 24) >>> 3] = 0;
     if (head !== 0) this.setLink(head, 24, addr);
@@ -558,7 +559,7 @@ export class Allocator {
       const c = sizeClass(size);
       const i = seg.index * ROW + c;
       if (this.rows[i] === addr) {
-        this.undo.row(i);
+        if (this.undo.n >= 0) this.undo.row(i);
         this.rows[i] = next;
         if (next === 0) this.unlisted(c, seg.index);
       }
@@ -589,7 +590,7 @@ export class Allocator {
       return;
     }
     this.touch(segIdx, off);
-    this.undo.word(seg.u32, segIdx, off + at);
+    if (this.undo.n >= 0) this.undo.word(seg.u32, segIdx, off + at);
     seg.f64[(off + at) >>> 3] = value;
   }
 }

@@ -1,7 +1,8 @@
 import type { Allocator } from './Allocator';
+import type { UndoLog } from './UndoLog';
 import { NUM_CLASSES } from './SizeClass';
 import { FLAG_BODY, KIND_CATALOG, KIND_JOURNAL, KIND_LINK, flagsOf, kindOf } from './BlockFormat';
-import { R_INT, R_LINK, R_OBJ, R_UTIL, ROW, foldTail } from './SegmentRows';
+import { R_COUNTERS, R_INT, R_LINK, R_OBJ, R_UTIL, ROW, foldTail } from './SegmentRows';
 
 // The allocator's segment rows (SegmentRows.ts): their room, and the record counters, kept for the
 // pile and for the segment of each block, called once per put, set and delete after the allocator's own work.
@@ -17,32 +18,38 @@ export function countUsed(a: Allocator, w: number, length: number, segIdx: numbe
   if (internal && segIdx === a.pendSeg) countInternalInTail(a, segIdx);
   // Tested again, not kept from the line above: countInternalInTail folds, and the segment is pending no more.
   const pend = segIdx === a.pendSeg;
+  // A record put at the tail changes no row (a link still does): it logs nothing.
+  const undo = a.undo;
+  if (undo.n >= 0 && (!pend || kind === KIND_LINK)) logCounters(undo, r);
   if (pend) a.pendUtil += length;
   else {
     a.utilizedBytes += length;
-    addToRow(a, r + R_UTIL, length);
+    a.rows[r + R_UTIL]! += length;
   }
   if (flagsOf(w) & FLAG_BODY) return;
   if (internal) {
     a.internalCount++;
-    addToRow(a, r + R_INT, 1);
+    a.rows[r + R_INT]!++;
   } else {
     if (pend) a.pendObj++;
     else {
       a.objectCount++;
-      addToRow(a, r + R_OBJ, 1);
+      a.rows[r + R_OBJ]!++;
     }
     if (kind === KIND_LINK) {
       a.linkCount++;
-      addToRow(a, r + R_LINK, 1);
+      a.rows[r + R_LINK]!++;
     }
   }
 }
 
-/** Adds `d` to slot `i` of the rows, its old value logged first (UndoLog.ts): a repair takes rows as they stand. */
-function addToRow(a: Allocator, i: number, d: number): void {
-  a.undo.row(i);
-  a.rows[i]! += d;
+/**
+ * Logs the record counters of the row from slot `r` on (UndoLog.ts), before they change. Called only
+ * while a log is kept: an in-memory pile never makes the call, and TurboFan, which does not inline a
+ * call never made, keeps the counting as small as before the log (docs/benchmarks.md).
+ */
+function logCounters(undo: UndoLog, r: number): void {
+  undo.rows(r + R_UTIL, R_COUNTERS);
 }
 
 /**
@@ -73,26 +80,30 @@ function countTypedInRow(a: Allocator, length: number, segIdx: number): void {
   a.utilizedBytes += length;
   a.objectCount++;
   const r = segIdx * ROW;
-  addToRow(a, r + R_UTIL, length);
-  addToRow(a, r + R_OBJ, 1);
+  const undo = a.undo;
+  if (undo.n >= 0) undo.rows(r + R_UTIL, 2); // R_UTIL and R_OBJ
+  a.rows[r + R_UTIL]! += length;
+  a.rows[r + R_OBJ]!++;
 }
 
 /** Takes a used block of segment `segIdx` out of the record counters (it is being freed or replaced). */
 export function uncountUsed(a: Allocator, w: number, length: number, segIdx: number): void {
   a.utilizedBytes -= length;
   const r = segIdx * ROW;
-  addToRow(a, r + R_UTIL, -length);
+  const undo = a.undo;
+  if (undo.n >= 0) logCounters(undo, r);
+  a.rows[r + R_UTIL]! -= length;
   const kind = kindOf(w);
   if (flagsOf(w) & FLAG_BODY) return;
   if (kind === KIND_CATALOG || kind === KIND_JOURNAL) {
     a.internalCount--;
-    addToRow(a, r + R_INT, -1);
+    a.rows[r + R_INT]!--;
   } else {
     a.objectCount--;
-    addToRow(a, r + R_OBJ, -1);
+    a.rows[r + R_OBJ]!--;
     if (kind === KIND_LINK) {
       a.linkCount--;
-      addToRow(a, r + R_LINK, -1);
+      a.rows[r + R_LINK]!--;
     }
   }
 }

@@ -17,6 +17,8 @@ export const R_UTIL = 214;
 export const R_OBJ = 215;
 export const R_LINK = 216;
 export const R_INT = 217;
+/** The record counters R_UTIL, R_OBJ, R_LINK and R_INT: this many slots from R_UTIL on (logged together, UndoLog.rows). */
+export const R_COUNTERS = 4;
 /** f64 slots per row (1,792 bytes; slots 218-223 unused). */
 export const ROW = 224;
 
@@ -69,10 +71,12 @@ export function foldTail(a: TailCounts, next = -1): void {
     touched[s] = a.epoch;
     const undo = a.undo;
     const r = s * ROW;
-    undo.fold();
-    undo.row(r + R_ALLOC);
-    undo.row(r + R_UTIL);
-    undo.row(r + R_OBJ);
+    if (undo.n >= 0) {
+      undo.fold();
+      undo.row(r + R_ALLOC);
+      undo.row(r + R_UTIL);
+      undo.row(r + R_OBJ);
+    }
     a.foldAt[0] = a.tailAddr;
     faultPoints.hit?.('tail-folding');
     const rows = a.rows;

@@ -78,6 +78,29 @@ export class UndoLog {
     for (let i = 0; i < count; i++) this.word(seg, segIdx, off + 8 * i);
   }
 
+  /**
+   * Before a cut from the free block at byte `off`: its header and links (4 words), the header of
+   * the rest at `off + rest` when `rest` > 0, and row slot `row`. The allocator's hot paths log
+   * through one such call each, made only while `n >= 0`, never by a pile whose log is off()
+   * (Allocator.carve: the calls inline cost an in-memory pile's cache put about 1 %, docs/benchmarks.md).
+   */
+  cut(seg: Uint32Array, segIdx: number, off: number, rest: number, row: number): void {
+    this.words(seg, segIdx, off, 4);
+    if (rest > 0) this.words(seg, segIdx, off + rest, 2);
+    this.row(row);
+  }
+
+  /** Row slots `i` to `i + count - 1`. */
+  rows(i: number, count: number): void {
+    for (let k = 0; k < count; k++) this.row(i + k);
+  }
+
+  /** words(), then row(`row`): a block's words and the row slot its write changes. */
+  block(seg: Uint32Array, segIdx: number, off: number, count: number, row: number): void {
+    this.words(seg, segIdx, off, count);
+    this.row(row);
+  }
+
   /** Logs slot `i` of the segment rows (Allocator.rows). */
   row(i: number): void {
     if (this.n >= 0) this.slot(this.places.rows + 8 * i);

@@ -90,8 +90,9 @@ describe('cache tables read by other processes while one writes', function () {
   // beside its entries) leaves the segment's mark odd and the table's seqlock even. A count (a raw
   // read of the header, watching the seqlock) waited out ReadRetry's 10 s give-up, since its 1 s
   // check of a mark stuck odd looked at the seqlock; a get waited 2 s (two reads of 1 s each). Each
-  // read now stops as soon as it finds the turn's holder dead.
-  it('a writer SIGKILLed in the middle of a change of the segment holding the entries: a read-only reader gets PILE_LOCKED at once, and reads after the next writer repairs', () => {
+  // read now waits 1 s from the moment it finds the turn's holder dead (for a writer of another
+  // process to repair), then names the death.
+  it('a writer SIGKILLed in the middle of a change of the segment holding the entries, and no writer after it: a read-only reader gets PILE_LOCKED naming the death, and reads after the next writer repairs', () => {
     buildCore(); // the victim runs the core's dist/
     const pile = openPile({ dir, segmentSize: 1 << 20 });
     const cache = openCache({ pile, sweepIntervalSec: 0 });

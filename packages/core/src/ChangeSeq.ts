@@ -114,8 +114,8 @@ interface WriterLiveness {
  */
 class ReadRetry {
   private attempt = 0;
-  /** The last pause found the turn's holder gone. */
-  private goneSeen = false;
+  /** performance.now() at the pause that first found the turn's holder gone (-1: not gone at the last pause). */
+  private goneSince = -1;
   /** performance.now() at the first pause (-1 before): a monotonic clock, so that a step of the wall clock neither ends the wait early nor makes it last for ever. */
   private started = -1;
   private stuckWords: Uint32Array = NO_SEQ_WORDS;
@@ -125,10 +125,10 @@ class ReadRetry {
   constructor(private readonly pile?: WriterLiveness) {}
 
   /**
-   * @throws PILE_LOCKED at once when an attempt failed after the writer holding the turn was found
-   * dead (a change it left open lasts until the next writer repairs it); when the segment has
-   * stayed marked as being changed for STUCK_MS (its writer is stopped), or reads kept meeting
-   * changes for GIVE_UP_MS
+   * @throws PILE_LOCKED when attempts kept failing for STUCK_MS after the writer holding the turn
+   * was found dead (a change it left open lasts until the next writer repairs it, and none came);
+   * when the segment has stayed marked as being changed for STUCK_MS (its writer is stopped), or
+   * reads kept meeting changes for GIVE_UP_MS
    */
   pause(what: string, words: Uint32Array, seq: number): void {
     this.attempt++;
@@ -136,13 +136,15 @@ class ReadRetry {
     const now = performance.now();
     if (this.started < 0) this.started = now;
     const current = Atomics.load(words, SEQ_WORD);
-    // Nobody changes anything while the holder is dead: an attempt that failed after its death was
-    // seen met a change it left open (maybe in another word than `words`: a cache read watches its
-    // table's seqlock, the entry's segment may be the odd one), which no wait ends.
+    // An attempt that failed after the holder's death was seen met a change it left open (maybe in
+    // another word than `words`: a cache read watches its table's seqlock, the entry's segment may
+    // be the odd one), which only the next writer's repair ends. In a pile that other processes
+    // write, that comes within milliseconds (their waiter finds the death, repairs, publishes), and
+    // the read then succeeds; so the read waits for it as for a stuck mark, whichever word it watches.
     if (this.pile?.rawWriterGone() === true) {
-      if (this.goneSeen) throw deadError(what);
-      this.goneSeen = true;
-    } else this.goneSeen = false;
+      if (this.goneSince < 0) this.goneSince = now;
+      else if (now - this.goneSince >= STUCK_MS) throw deadError(what, now - this.goneSince);
+    } else this.goneSince = -1;
     if ((current & 1) !== 0 && words === this.stuckWords && current === this.stuckSeq) {
       if (now - this.stuckSince >= STUCK_MS) throw stuckError(what, current, now - this.stuckSince);
     } else {
@@ -163,10 +165,10 @@ function stuckError(what: string, seq: number, ms: number): PileError {
   );
 }
 
-function deadError(what: string): PileError {
+function deadError(what: string, ms: number): PileError {
   return new PileError(
     'PILE_LOCKED',
-    `${what} met a change left open by a writer that died holding the writer turn: it stays open until the next writer takes the turn (any write, or a writable open) and repairs it (docs/concurrency.md, "Checked reads")`,
+    `${what} met a change left open by a writer that died holding the writer turn, and no writer repaired it in ${Math.round(ms)} ms: it stays open until the next writer takes the turn (any write, or a writable open) and repairs it (docs/concurrency.md, "Checked reads")`,
   );
 }
 

@@ -158,8 +158,8 @@ export abstract class ReadState {
   /**
    * Whether the process holding the writer turn died or closed holding it (docs/concurrency.md,
    * "Checked reads"): a change it left open, a segment's or a cache table's change mark odd, lasts
-   * until the next writer takes the turn and repairs it, so a read waiting for it stops (ReadRetry
-   * throws PILE_LOCKED). False where no other process writes (pile.coord not shared memory). Costs
+   * until the next writer takes the turn and repairs it, so a read waits for that at most 1 s
+   * (ReadRetry then throws PILE_LOCKED). False where no other process writes (pile.coord not shared memory). Costs
    * an atomic load, and a trylock of the holder's liveness mutex while the turn is held.
    */
   rawWriterGone(): boolean {

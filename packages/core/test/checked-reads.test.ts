@@ -160,9 +160,8 @@ describe('checked reads: the change sequence', () => {
     pile.close();
   });
 
-  // A reader used to wait out the 1 s of a mark stuck odd (ReadRetry's STUCK_MS) though the writer
-  // that left it was known dead: the turn's word named it and its liveness mutex could be taken.
-  it('a writer SIGKILLed in the middle of a delete beside a read-only reader: the read stops at once with PILE_LOCKED naming the death, and reads again after the next writer repairs', () => {
+  // No writer comes: each read waits ReadRetry's STUCK_MS (1 s) for one to repair, then names the death.
+  it('a writer SIGKILLed in the middle of a delete beside a read-only reader, and no writer after it: the read ends with PILE_LOCKED naming the death, and reads again after the next writer repairs', () => {
     const setup = openPile({ dir, segmentSize: 1 << 20 });
     const view = setup.schema('checked', shape);
     const kept = setup.put(valueOf(1));
@@ -193,6 +192,37 @@ describe('checked reads: the change sequence', () => {
       }
     } finally {
       reader.close();
+    }
+  });
+
+  // What a server of several processes meets: one dies inside a write while another reads what it
+  // was changing. The read waits (it does not fail at once) and returns the value once a writer of
+  // another process has taken the turn and repaired.
+  it('a read that meets the change a SIGKILLed writer left open waits, and returns the value once another process repairs', async () => {
+    const setup = openPile({ dir, segmentSize: 1 << 20 });
+    const kept = setup.put(valueOf(1));
+    const doomed = setup.put(valueOf(3));
+    setup.close();
+    const reader = child('dead-change-reader.js', { PILE_DIR: dir, PILE_PTR: String(kept) });
+    try {
+      expect(await nextLine(reader)).to.deep.equal({ opened: true });
+      killedChild(path.join(FIXTURES, 'undo-victim.js'), dir, { PILE_OP: 'delete', PILE_PTR: String(doomed), PILE_KILL_AT: 'undo-logged' });
+      reader.proc.stdin!.write('read\n');
+      expect(await nextLine(reader)).to.deep.equal({ reading: true });
+      // Let the read meet the open change and begin to wait (its eager attempts take microseconds).
+      await new Promise((r) => setTimeout(r, 100));
+      const writer = openPile({ dir, checkpointInterval: 0 });
+      try {
+        writer.put('after');
+        expect(writer.lastRecovery.ran, 'the writer repaired the dead delete').to.equal(true);
+        expect(await nextLine(reader), 'the read waited for the repair').to.deep.equal({ value: valueOf(1) });
+        expect(writer.verify().ok).to.equal(true);
+      } finally {
+        writer.close();
+      }
+    } finally {
+      reader.proc.stdin!.end();
+      reader.proc.kill('SIGKILL');
     }
   });
 

@@ -21,6 +21,9 @@
 //   alone        a typed put into a pile that writes alone (no turn, as before issue 17)
 //   shared       a typed put into a pile that takes the writer turn
 //   sharedHeld   the same with the turn held across the turns (as inside a batch): the put's own cost
+//   robustMutex  lock() + unlock() of @pile/native's SharedMutex (a process-shared robust pthread
+//                mutex, the writer lock issue 17 first specified) in a scratch file: a bare lock per
+//                write, for scale
 'use strict';
 const path = require('path'),
   fs = require('fs'),
@@ -56,6 +59,12 @@ for (let i = 0; i < 1000; i++) {
   vs.put(product(i));
   va.put(product(i));
 }
+const native = require(path.join(root, 'packages/native')).native;
+const scratch = path.join(tmp, 'mutex');
+fs.writeFileSync(scratch, Buffer.alloc(65536));
+const scratchFd = fs.openSync(scratch, 'r+');
+const robust = new native.SharedMutex(new native.SharedMapping(scratchFd, 65536, 0, scratch), 0, scratch);
+robust.init();
 const turn = shared.turn;
 const mutex = shared.coord.mutex;
 const word = shared.coord.turnLock;
@@ -143,6 +152,13 @@ const variants = {
     } finally {
       turn.leave();
       turn.release();
+    }
+  },
+  robustMutex: async () => {
+    for (let i = 0; i < N; i++) {
+      robust.lock();
+      robust.unlock();
+      await tick();
     }
   },
 };

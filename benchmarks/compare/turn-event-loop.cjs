@@ -13,7 +13,6 @@
 //   immediate    one more setImmediate (the turn's release is one)
 //   napiMethods  the writer mutex's tryLock() + unlock() methods (two Node-API calls, napi_unwrap each;
 //                builds before pile.coord layout 8 only)
-//   boundCalls   the same through SharedMutex.boundCalls() (skipped on a build without it)
 //   word         the turn's word (layout 8 on): TurnLock.tryTake() + release(), two compareExchange
 //   microtask    one Promise.then (the turn's release is one, layout 8 on)
 //   publish      SharedState.publish (the turn held throughout)
@@ -68,7 +67,6 @@ robust.init();
 const turn = shared.turn;
 const mutex = shared.coord.mutex;
 const word = shared.coord.turnLock;
-const bound = typeof mutex?.boundCalls === 'function' ? mutex.boundCalls() : undefined;
 const lock = mutex ?? { tryLock: () => word.tryTake(), unlock: () => word.release() };
 const settled = Promise.resolve();
 let k = 1000;
@@ -101,14 +99,6 @@ const variants = {
   microtask: async () => {
     for (let i = 0; i < N; i++) {
       void settled.then(noop);
-      await tick();
-    }
-  },
-  boundCalls: async () => {
-    const { tryLock, unlock } = bound;
-    for (let i = 0; i < N; i++) {
-      tryLock();
-      unlock();
       await tick();
     }
   },
@@ -162,7 +152,6 @@ const variants = {
     }
   },
 };
-if (bound === undefined) delete variants.boundCalls;
 if (mutex === undefined) delete variants.napiMethods;
 if (word === undefined) delete variants.word;
 const names = (process.env.VARIANTS ? process.env.VARIANTS.split(',') : Object.keys(variants)).filter((n) => n in variants);

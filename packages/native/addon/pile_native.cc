@@ -799,7 +799,6 @@ class SharedMutex : public PageWord<SharedMutex, pthread_mutex_t> {
       InstanceMethod<&SharedMutex::Unlock>("unlock"),
       InstanceMethod<&SharedMutex::Consistent>("consistent"),
       InstanceMethod<&SharedMutex::Close>("close"),
-      InstanceMethod<&SharedMutex::BoundCalls>("boundCalls"),
       InstanceAccessor<&SharedMutex::GetHeld>("held"),
       InstanceAccessor("offset", &SharedMutex::GetOffset, nullptr),
     });
@@ -908,28 +907,6 @@ class SharedMutex : public PageWord<SharedMutex, pthread_mutex_t> {
   }
 
   Napi::Value GetHeld(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), held_); }
-
-  /**
-   * boundCalls(): { tryLock, unlock }, plain functions that make the same calls as the methods on
-   * this mutex. A method call finds its object through napi_unwrap (a private-property lookup in
-   * V8), which is most of its cost when it runs once per event-loop turn with cold caches (about
-   * 0.4 us a call on this project's machine, against about 20 ns for a function that finds the
-   * object in its own data): the writer turn takes and releases the mutex once per event-loop turn.
-   * Each function holds the object (property `mutex`), so that it is not collected while they live.
-   */
-  Napi::Value BoundCalls(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    Napi::Function tryLock = Napi::Function::New(env, BoundTryLock, "tryLock", this);
-    Napi::Function unlock = Napi::Function::New(env, BoundUnlock, "unlock", this);
-    tryLock.Set("mutex", info.This());
-    unlock.Set("mutex", info.This());
-    Napi::Object calls = Napi::Object::New(env);
-    calls.Set("tryLock", tryLock);
-    calls.Set("unlock", unlock);
-    return calls;
-  }
-  static Napi::Value BoundTryLock(const Napi::CallbackInfo& info) { return static_cast<SharedMutex*>(info.Data())->TryLock(info); }
-  static void BoundUnlock(const Napi::CallbackInfo& info) { static_cast<SharedMutex*>(info.Data())->Unlock(info); }
 
   bool held_ = false;  // this thread holds it (bookkeeping of this object's own calls)
 };

@@ -166,23 +166,6 @@ export interface SharedMutex {
    * @throws Error with `code` EBUSY while this thread holds the mutex through this object
    */
   close(): void;
-  /**
-   * {@link SharedMutex.tryLock} and {@link SharedMutex.unlock} of this mutex as plain functions,
-   * for a caller that takes and releases the mutex once per event-loop turn: a method call finds
-   * its object with a property lookup inside V8 (napi_unwrap) that costs about 0.4 µs with cold
-   * caches, a bound function finds it in its own data. They behave and throw as the methods do
-   * (`held` follows them); each holds this object, so it lives as long as they do.
-   * @throws nothing itself; the functions throw as the methods
-   */
-  boundCalls(): SharedMutexCalls;
-}
-
-/** {@link SharedMutex.boundCalls}: the mutex's tryLock and unlock, callable without the object. */
-export interface SharedMutexCalls {
-  /** As {@link SharedMutex.tryLock}, whatever `this` is. @throws as {@link SharedMutex.tryLock} */
-  readonly tryLock: () => MutexResult;
-  /** As {@link SharedMutex.unlock}, whatever `this` is. @throws as {@link SharedMutex.unlock} */
-  readonly unlock: () => void;
 }
 
 /**

@@ -1,12 +1,2 @@
 export { native } from './NativeBinding';
-export type {
-  Futex,
-  MappedRange,
-  Mapping,
-  MutexResult,
-  NativeBinding,
-  OfdHolder,
-  SharedMapping,
-  SharedMutex,
-  SharedMutexCalls,
-} from './NativeBinding';
+export type { Futex, MappedRange, Mapping, MutexResult, NativeBinding, OfdHolder, SharedMapping, SharedMutex } from './NativeBinding';

@@ -163,40 +163,6 @@ describe('native multi-process primitives', function () {
       expect(() => mutex.lock()).to.throw(/closed/);
     });
 
-    it('boundCalls() gives tryLock and unlock as plain functions that act as the methods do', async () => {
-      const { mapping, mutex } = open();
-      const { tryLock, unlock } = mutex.boundCalls();
-      expect(tryLock()).to.equal(LOCKED);
-      expect(mutex.held).to.equal(true);
-      // Another process finds it held, then takes it once the bound unlock released it.
-      const other = child(`${MAP} process.stdout.write(String(mutex.tryLock()));`);
-      expect(await other.done()).to.equal(String(BUSY));
-      expect(() => tryLock())
-        .to.throw()
-        .that.includes({ code: 'EDEADLK', syscall: 'pthread_mutex_trylock', path: file, offset: MUTEX });
-      unlock();
-      expect(mutex.held).to.equal(false);
-      expect(() => unlock())
-        .to.throw()
-        .that.includes({ code: 'EPERM', syscall: 'pthread_mutex_unlock' });
-      const next = child(
-        `${MAP} const c = mutex.boundCalls(); process.stdout.write(String(c.tryLock())); c.unlock(); process.stdout.write(' ' + mutex.held);`,
-      );
-      expect(await next.done()).to.equal(`${LOCKED} false`);
-      // A holder killed while holding it through the bound call leaves OWNER_DEAD, as with the method.
-      const holder = child(`${MAP} if (mutex.boundCalls().tryLock() !== native.MUTEX.LOCKED) process.exit(3);
-        process.stdout.write('held\\n'); setInterval(() => {}, 1000);`);
-      await holder.line('held');
-      expect(tryLock()).to.equal(BUSY);
-      await holder.kill();
-      expect(mutex.timedLock(60_000)).to.equal(OWNER_DEAD);
-      mutex.consistent();
-      unlock();
-      mutex.close();
-      expect(() => tryLock()).to.throw(/SharedMutex.tryLock: the mutex was closed/);
-      mapping.unmap();
-    });
-
     it('refuses misuse with the errno, the call, the file and the offset', () => {
       const { mapping, mutex } = open();
       expect(mutex.lock()).to.equal(LOCKED);

@@ -3,8 +3,8 @@
 // For each build, a mapped pile that takes the writer turn (shared) and one that writes alone (as
 // the `multiprocess` workload's: WebAssembly hidden for its open); each variant puts one typed
 // record and awaits a setImmediate, `turns` times; the four variants alternate in every round
-// (order reversed every other round). Prints, per build, the medians of main-thread CPU ns per put
-// (/proc/thread-self/schedstat) and of each round's shared - alone. One process for both builds, so
+// (order reversed every other round). Prints, per build, the medians of the process's CPU ns per put
+// (user + system, process.cpuUsage()) and of each round's shared - alone. One process for both builds, so
 // that both meet the same machine and the same JIT flags; the figure to compare is the difference.
 'use strict';
 const path = require('path'),

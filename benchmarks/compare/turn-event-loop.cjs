@@ -3,8 +3,8 @@
 // Each variant runs `turns` event-loop turns (each awaits a setImmediate, as the `multiprocess`
 // workload's "one per event-loop turn" loop does) and makes, once per turn, only what its name
 // says; the variants alternate in every round (the order reversed every other round). Printed per
-// variant: the median over the rounds of its main-thread CPU ns per event-loop turn
-// (/proc/thread-self/schedstat: other threads and other processes are not counted) and the median
+// variant: the median over the rounds of the process's CPU ns per event-loop turn (user + system,
+// process.cpuUsage(): other processes are not counted) and the median
 // of each round's difference from REF (default `empty`, a turn that does nothing; `REF=alone` to
 // compare the puts). VARIANTS=a,b,... runs a subset. The pieces are measured once per event-loop
 // turn on purpose: with caches cold after the event loop's own work they cost several times what

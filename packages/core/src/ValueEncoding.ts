@@ -1,4 +1,4 @@
-import type { Packr } from 'msgpackr';
+import type { Packr, Unpackr } from 'msgpackr';
 import {
   BLOCK_HEADER_SIZE,
   KIND_BUFFER,
@@ -23,8 +23,30 @@ import { corruptError } from './Verify';
 /** Module-local: a reference to the import itself is a property load on each use. */
 const GUARD = encodeGuard;
 
+/**
+ * Record ids a msgpack record can name: one byte (0x40-0x7f) for ids 0-63, a second byte for
+ * the rest, up to 63 + 255 * 32; ids of a first byte under 32 with a second byte are negative.
+ */
+const RECORD_IDS = 64 + 255 * 32;
+const NEGATIVE_IDS = 32 + 255 * 32;
+
+/** What the stand-in structure of an id the loaded list lacks throws (see readStructures). */
+class UnknownStructure extends Error {}
+
+/**
+ * The stand-in: msgpackr calls a structure's `read` when a record names it. Shared, so that a
+ * record defining its own structure at that id gets it back after the read (msgpackr's rules).
+ */
+const UNKNOWN: unknown[] & { read?: () => never; isShared?: boolean } = [];
+UNKNOWN.read = () => {
+  throw new UnknownStructure('the record names a msgpack record structure that the catalog does not list');
+};
+UNKNOWN.isShared = true;
+
 /** Where msgpackr's shared record structures are kept: the pile's catalog (see Catalog). */
 export interface StructureStore {
+  /** The persisted structures as loaded now, unchanged (replaced, never edited, when they change). */
+  readonly structures: unknown[];
   /** The persisted structures (a copy msgpackr may append to). */
   getStructures(): unknown[];
   /** Persists `structures`; false when the pile can not (read-only). */
@@ -54,6 +76,18 @@ export class ValueEncoding {
   private codec: CompiledSchema<unknown> | undefined;
   private schemaId = 0;
   private packrInstance: Packr | undefined;
+  private unpackrInstance: Unpackr | undefined;
+  /**
+   * The structures decode() reads with: the catalog's at every id it lists, the stand-in at every
+   * other. msgpackr meets no id it does not have, so it never loads structures in the middle of
+   * a read: that load copies the source up to the record's end (its saveState), which for a
+   * record read from the mapped segment is the segment up to the record, on the first get after
+   * an open and after each change of the catalog.
+   */
+  private readStructures: unknown[] & { sharedLength?: number } = [];
+  /** The catalog list readStructures holds, and its length. */
+  private readFrom: unknown[] | undefined;
+  private readLength = 0;
   /** The bytes of the record decode() unpacks, as msgpackr's options (one object, reused). */
   private readonly range = { start: 0, end: 0 };
   /** msgpackr's REUSE_BUFFER_MODE, read with the module (see prepare). */
@@ -92,6 +126,67 @@ export class ValueEncoding {
     } as never);
     this.packrInstance = packr;
     return packr;
+  }
+
+  /** The generic decoder, made on first use, as the packer (and for the same reason). */
+  private get unpackr(): Unpackr {
+    if (this.unpackrInstance !== undefined) return this.unpackrInstance;
+    const { Unpackr: MsgUnpackr } = require('msgpackr') as typeof import('msgpackr');
+    const list: unknown[] & { sharedLength?: number } & Record<number, unknown> = new Array(RECORD_IDS).fill(UNKNOWN);
+    for (let id = 1; id <= NEGATIVE_IDS; id++) list[-id] = UNKNOWN;
+    // msgpackr drops ids past sharedLength before each read.
+    list.sharedLength = RECORD_IDS;
+    this.readStructures = list;
+    this.readFrom = undefined;
+    this.readLength = 0;
+    const unpackr = new MsgUnpackr({ copyBuffers: true, moreTypes: true } as never);
+    (unpackr as unknown as { structures: unknown[] }).structures = list;
+    this.unpackrInstance = unpackr;
+    return unpackr;
+  }
+
+  /** Puts the catalog's `from` into readStructures (what changed of it: a catalog only grows, but for an undo). */
+  private syncReadStructures(from: unknown[]): void {
+    const list = this.readStructures;
+    const n = Math.min(from.length, RECORD_IDS);
+    for (let id = 0; id < n; id++) {
+      const s = from[id] as (unknown[] & { isShared?: boolean; highByte?: number }) | null;
+      if (list[id] === s) continue;
+      if (Array.isArray(s)) {
+        // As msgpackr's own load marks them.
+        s.isShared = true;
+        if (id >= 32) s.highByte = (id - 32) >> 5;
+        list[id] = s;
+      } else {
+        list[id] = UNKNOWN;
+      }
+    }
+    for (let id = n; id < this.readLength; id++) list[id] = UNKNOWN;
+    this.readLength = n;
+    this.readFrom = from;
+  }
+
+  /** Unpacks the msgpack record `p`..`end` of `seg` with the catalog's structures as they are now. */
+  private unpack(seg: Segment, p: number, end: number): unknown {
+    const unpackr = this.unpackr;
+    const from = this.structures.structures;
+    if (from !== this.readFrom) this.syncReadStructures(from);
+    // From the segment itself, bounded by the record: no subarray per get. msgpackr refuses a
+    // record that does not end exactly at `end`, as it did the subarray's end.
+    const range = this.range;
+    range.start = p;
+    range.end = end;
+    try {
+      return unpackr.unpack(seg.buf, range);
+    } catch (err) {
+      if (!(err instanceof UnknownStructure)) throw err;
+    }
+    // Another process may have added structures since this one last took up the catalog.
+    this.structures.getStructures();
+    this.syncReadStructures(this.structures.structures);
+    range.start = p;
+    range.end = end;
+    return unpackr.unpack(seg.buf, range);
   }
 
   /** msgpackr reloads the persisted structures on its next pack (its own list may hold unsaved ones). */
@@ -240,12 +335,7 @@ export class ValueEncoding {
         return Buffer.from(seg.buf.subarray(p + RAW_PREFIX, p + len));
       case KIND_MSGPACK:
         try {
-          // From the segment itself, bounded by the record: no subarray per get. msgpackr
-          // refuses a record that does not end exactly at `end`, as it did the subarray's end.
-          const range = this.range;
-          range.start = p;
-          range.end = p + len;
-          return this.packr.unpack(seg.buf, range);
+          return this.unpack(seg, p, p + len);
         } catch (err) {
           throw corruptError(seg, off, `msgpack decode failed: ${(err as Error).message}`);
         }
@@ -275,6 +365,10 @@ export class ValueEncoding {
     this.bytes = undefined;
     this.codec = undefined;
     this.packrInstance = undefined;
+    this.unpackrInstance = undefined;
+    this.readStructures = [];
+    this.readFrom = undefined;
+    this.readLength = 0;
   }
 }
 

@@ -1,6 +1,5 @@
 /** Names under the restart workload's directory that its setup writes and its probes read. */
 export const RESTART_FILES = {
-  pile: 'pile',
   cache: 'cache',
   json: 'products.json',
   lmdb: 'lmdb',

@@ -30,6 +30,8 @@ export interface TargetResult {
   required: string;
   /** null when a peer of the comparison was skipped or failed. */
   met: boolean | null;
+  /** A bar whose miss fails a full run (exit status 1), not only the report's line. */
+  fatal?: boolean;
 }
 
 export interface Table {

@@ -136,6 +136,8 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
       this.releaseFiles();
       throw err;
     }
+    // A pile that holds generic objects loads msgpackr and their structures now, not in its first get.
+    if (this.catalog.structures.length > 0) this.values.prepareReads();
     if (warm) void warmPile({ segments: this.segments, segmentSize, isOpen: () => !this.closed }, this.alloc.tailAddr, onProgress);
   }
 

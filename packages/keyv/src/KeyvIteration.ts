@@ -11,7 +11,7 @@ import { KeyvPile } from './KeyvPile';
  */
 export function attachIterator<K extends Keyv>(keyv: K): K {
   const store: unknown = keyv.store;
-  if (!(store instanceof KeyvPile)) throw new PileError('PILE_INVALID_OPTION', "option keyv: its store is not a KeyvPile");
+  if (!(store instanceof KeyvPile)) throw new PileError('PILE_INVALID_OPTION', 'option keyv: its store is not a KeyvPile');
   keyv.iterator = keyv.generateIterator((namespace: string | undefined) => store.iterator(namespace));
   return keyv;
 }

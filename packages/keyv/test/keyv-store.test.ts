@@ -34,7 +34,12 @@ describe('keyv: the KeyvPile store', () => {
   it('stores get, set, delete, has, the Many calls; ttl in ms; bad ttl and non-string values rejected', async () => {
     const s = new KeyvPile({ dir });
     expect(await s.set('a', '1')).to.equal(true);
-    expect(await s.setMany([{ key: 'b', value: '2' }, { key: 'c', value: '3', ttl: 50 }])).to.deep.equal([true, true]);
+    expect(
+      await s.setMany([
+        { key: 'b', value: '2' },
+        { key: 'c', value: '3', ttl: 50 },
+      ]),
+    ).to.deep.equal([true, true]);
     expect(await s.getMany(['a', 'b', 'c', 'd'])).to.deep.equal(['1', '2', '3', undefined]);
     expect(await s.hasMany(['a', 'd'])).to.deep.equal([true, false]);
     await new Promise((r) => setTimeout(r, 80));

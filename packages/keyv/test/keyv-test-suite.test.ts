@@ -11,13 +11,22 @@ describe('keyv: @keyv/test-suite', function () {
   it('passes every test of keyvTestSuite and keyvIteratorTests (42), none skipped', () => {
     const pkg = path.join(__dirname, '..');
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'pile-keyv-vitest-')), 'report.json');
-    const r = spawnSync(path.join(pkg, 'node_modules', '.bin', 'vitest'), ['run', '--config', 'vitest.config.mjs', '--reporter=json', `--outputFile=${out}`], {
-      cwd: pkg,
-      encoding: 'utf8',
-      timeout: 170_000,
-    });
+    const r = spawnSync(
+      path.join(pkg, 'node_modules', '.bin', 'vitest'),
+      ['run', '--config', 'vitest.config.mjs', '--reporter=json', `--outputFile=${out}`],
+      {
+        cwd: pkg,
+        encoding: 'utf8',
+        timeout: 170_000,
+      },
+    );
     expect(fs.existsSync(out), r.stdout + r.stderr).to.equal(true);
-    const report = JSON.parse(fs.readFileSync(out, 'utf8')) as { numTotalTests: number; numPassedTests: number; numFailedTests: number; numPendingTests: number };
+    const report = JSON.parse(fs.readFileSync(out, 'utf8')) as {
+      numTotalTests: number;
+      numPassedTests: number;
+      numFailedTests: number;
+      numPendingTests: number;
+    };
     fs.rmSync(path.dirname(out), { recursive: true, force: true });
     expect(report.numFailedTests, r.stdout + r.stderr).to.equal(0);
     expect(report.numPendingTests).to.equal(0);

@@ -66,7 +66,10 @@ function freePort() {
 }
 
 function child(args) {
-  const r = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=8192', __filename, ...args], { encoding: 'utf8', cwd: __dirname });
+  const r = spawnSync(process.execPath, ['--expose-gc', '--max-old-space-size=8192', __filename, ...args], {
+    encoding: 'utf8',
+    cwd: __dirname,
+  });
   if (r.status !== 0) throw new Error(r.stderr);
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
@@ -85,15 +88,28 @@ async function main() {
   const ops = Number(rest[0] ?? 100_000);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-keyv-bench-'));
   const port = await freePort();
-  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
   await new Promise((r) => setTimeout(r, 300));
   try {
     const rows = [];
-    for (const store of ['pile', 'redis', 'map']) rows.push(child(['measure', store, String(n), String(ops), path.join(dir, 'pile'), String(port)]));
+    for (const store of ['pile', 'redis', 'map'])
+      rows.push(child(['measure', store, String(n), String(ops), path.join(dir, 'pile'), String(port)]));
     const t = performance.now();
     const hit = child(['first-hit', path.join(dir, 'pile')]);
     const restartWallMs = performance.now() - t;
-    console.log(JSON.stringify({ machine: `${os.cpus().length} × ${os.cpus()[0].model}, Node ${process.version}`, rows, restart: { ...hit, wallMs: restartWallMs } }, null, 1));
+    console.log(
+      JSON.stringify(
+        {
+          machine: `${os.cpus().length} × ${os.cpus()[0].model}, Node ${process.version}`,
+          rows,
+          restart: { ...hit, wallMs: restartWallMs },
+        },
+        null,
+        1,
+      ),
+    );
   } finally {
     redis.kill();
     fs.rmSync(dir, { recursive: true, force: true });

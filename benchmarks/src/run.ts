@@ -6,7 +6,9 @@
  * `--smoke` runs tiny sizes and writes to results/smoke/ (its own report there), never to docs/.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { runChild } from './ChildRunner';
 import { machineInfo } from './Machine';
 import { writeReport } from './Report';
@@ -76,11 +78,39 @@ function parse(argv: string[]): Cli {
   return result;
 }
 
+/**
+ * The commit being measured, `+changes` when the measuring code (benchmarks/src, packages/) differs
+ * from it; files that only render results into the report do not count. Undefined outside a git checkout.
+ */
+const RENDERING = ['Report.ts', 'Svg.ts', 'Format.ts'];
+
+function gitCommit(): string | undefined {
+  try {
+    const git = (...args: string[]): string =>
+      execFileSync('git', args, { cwd: PACKAGE_DIR, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const head = git('rev-parse', '--short', 'HEAD').trim();
+    const dirty =
+      git(
+        'status',
+        '--porcelain',
+        '--untracked-files=no',
+        '--',
+        'src',
+        '../packages',
+        ...RENDERING.map((f) => `:(exclude)src/${f}`),
+      ).trim() !== '';
+    return dirty ? `${head}+changes` : head;
+  } catch {
+    return undefined;
+  }
+}
+
 async function main(): Promise<number> {
   const cli = parse(process.argv.slice(2));
   fs.mkdirSync(cli.out, { recursive: true });
   const started = Date.now();
   let failures = 0;
+  const commit = gitCommit();
   for (const w of cli.reportOnly ? [] : cli.workloads) {
     const machine = machineInfo();
     const params = w.params(cli);
@@ -104,6 +134,8 @@ async function main(): Promise<number> {
       description: w.description,
       date: new Date().toISOString(),
       machine,
+      loadAverageEnd: os.loadavg()[0] ?? 0,
+      ...(commit !== undefined ? { commit } : {}),
       command: [
         'pnpm bench',
         w.name,

@@ -1,8 +1,10 @@
 /**
- * `node benchmarks/dist/run.js [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE]`
+ * `node benchmarks/dist/run.js [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE] [--report-only]`
  *
  * Runs the workloads (all when none is named), each peer in its own child process, writes
- * `results/<workload>.json` and regenerates docs/benchmarks.md from every results file present.
+ * `results/<workload>.json` (the latest run of that workload: its figures, machine, load, date and
+ * commit) and renders docs/benchmarks.md from every results file present and the fragments of
+ * benchmarks/report/ (Report.ts). Running one workload so replaces only that workload's section.
  * `--smoke` runs tiny sizes and writes to results/smoke/ (its own report there), never to docs/.
  */
 import * as fs from 'node:fs';
@@ -23,8 +25,6 @@ interface Cli extends RunOptions {
   reportOnly: boolean;
   out: string;
   doc: string;
-  /** The arguments as given, for the report's "reproduce with" line. */
-  argv: string[];
 }
 
 const USAGE = `usage: pnpm bench [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE] [--report-only]
@@ -71,7 +71,6 @@ function parse(argv: string[]): Cli {
     workloads: names.length === 0 ? [...WORKLOADS] : names.map(findWorkload),
     out,
     doc: cli.doc ?? (cli.smoke ? path.join(out, 'benchmarks.md') : path.join(PACKAGE_DIR, '..', 'docs', 'benchmarks.md')),
-    argv,
   };
   if (cli.n !== undefined) result.n = cli.n;
   if (cli.ops !== undefined) result.ops = cli.ops;
@@ -156,7 +155,7 @@ async function main(): Promise<number> {
       );
     }
   }
-  writeReport(cli.out, cli.doc, cli.reportOnly ? undefined : `pnpm bench ${cli.argv.join(' ')}`.trim());
+  await writeReport(cli.out, cli.doc);
   process.stderr.write(`results in ${cli.out}, report ${cli.doc} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   return failures === 0 ? 0 : 1;
 }

@@ -28,11 +28,11 @@ module.exports = function make(root) {
     K = 200000;
   let sink = 0;
   const ptrs = new Float64Array(N);
-  // Typed puts into a fresh mapped pile (issue 17: what the writer turn costs an uncontended put).
+  // Typed puts into a fresh mapped pile (what the writer turn costs an uncontended put).
   function mappedPut() {
     const d = fs.mkdtempSync(path.join(os.tmpdir(), 'pair-put-'));
     try {
-      // Builds older than checkpoints (6fa42f2, the reference of issue 13's bar) refuse the option.
+      // Builds older than checkpoints (6fa42f2, the reference build of the 5 % bar in docs/benchmarks.md) refuse the option.
       let p;
       try {
         p = core.openPile({ dir: d, checkpointInterval: 0 });

@@ -3,7 +3,7 @@
 // times 100 k replacing puts and prints, over those rounds: the median rate, user and system CPU time,
 // page faults and context switches (process.resourceUsage()), CPU time per thread (/proc/self/task/*/schedstat,
 // Linux; the pool threads that fault pages in ahead of a writer would show here), and the anonymous
-// memory backed by huge pages (/proc/self/smaps_rollup). Used for issue 13's cache put (docs/benchmarks.md).
+// memory backed by huge pages (/proc/self/smaps_rollup). Used to find where the cache put's time went (docs/benchmarks.md).
 const fs = require('fs');
 const path = require('path');
 const root = process.argv[2];

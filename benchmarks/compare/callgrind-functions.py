@@ -1,4 +1,4 @@
-# Instructions per operation of two builds, function by function, JIT code included (issue 13):
+# Instructions per operation of two builds, function by function, JIT code included:
 #   python3 benchmarks/compare/callgrind-functions.py A1.p.out A3.p.out B1.p.out B3.p.out N
 # Each X.p.out is a callgrind profile of benchmarks/compare/instruction-loop.cjs run with V8's perf map,
 # and X.map that run's /tmp/perf-PID.map (PID: the valgrind run's pid):

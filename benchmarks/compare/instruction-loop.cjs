@@ -18,7 +18,7 @@
 //               (as compare-builds.cjs's cache put)
 //   cacheGet    gets of random keys of the same table (every one a hit)
 //   mappedPut   typed puts of the Product into a mapped pile (a directory under the system's
-//               temporary one), a fresh pile every 200 k: what the writer turn adds (issue 17)
+//               temporary one), a fresh pile every 200 k: what the writer turn adds
 //   mappedDelPut delete + generic put of the same Product, on 100 k stored in a mapped pile
 //   mappedGet   typed gets (view.get) in random order of 100 k Products typed-put into a mapped pile
 //               opened writable (as compare-builds.cjs's mapped get, over fewer records)
@@ -178,7 +178,7 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   const { ProductSchema } = require(path.join(root, 'benchmarks/dist/Records.js'));
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-iloop-'));
   let round = 0;
-  // Builds older than checkpoints (6fa42f2, the reference of issue 13's bar) refuse the option.
+  // Builds older than checkpoints (6fa42f2, the reference build of the 5 % bar in docs/benchmarks.md) refuse the option.
   const open = () => {
     const dir = path.join(base, String(round++));
     try {

@@ -1,4 +1,4 @@
-// Issue 17's lock-holder-killed bar, the lock alone: node benchmarks/compare/owner-dead.cjs [N] [ROOT]
+// The lock-holder-killed bar, the lock alone: node benchmarks/compare/owner-dead.cjs [N] [ROOT]
 // N times, a child process locks the robust mutex of a file (as pile.coord's writer mutex) and is
 // SIGKILLed while it holds it; another child, sleeping in lock() meanwhile, gets MUTEX.OWNER_DEAD.
 // Prints how long from kill() to that lock() returning (median, p99, max): the kernel's robust-futex

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions of one open of a pile (issue 19): benchmarks/compare/recovery-instructions.sh ROOT DIR
+# Instructions of one open of a pile: benchmarks/compare/recovery-instructions.sh ROOT DIR
 # DIR holds the snapshot that `node recovery-open.cjs make ROOT DIR N` made. For a fresh copy of the
 # clean pile and one of the killed one, runs recovery-open.cjs's open (exiting right after it, no
 # close) under valgrind's callgrind (node --single-threaded, so that compilation and GC are counted

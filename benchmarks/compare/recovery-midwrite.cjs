@@ -1,4 +1,4 @@
-// The open of a pile after a kill -9 that lands at a random moment of a stream of writes (issue 19),
+// The open of a pile after a kill -9 that lands at a random moment of a stream of writes,
 // where recovery-open.cjs kills its writer between two writes:
 //   node recovery-midwrite.cjs time ROOT DIR ROUNDS   DIR is one made by `recovery-open.cjs make ROOT DIR N random`
 // Each round copies DIR/clean, starts a writer on the copy that sets the records of DIR/targets.json

@@ -1,4 +1,4 @@
-// The open of a pile after a kill -9, against its clean open (issue 19), from a kept snapshot:
+// The open of a pile after a kill -9, against its clean open, from a kept snapshot:
 //   node recovery-open.cjs make ROOT DIR N [MIX] a pile of N string[32] records (256 MiB segments)
 //                                                closed cleanly in DIR/clean, and DIR/killed: a copy
 //                                                opened by a process that wrote 10,000 times and

@@ -17,11 +17,11 @@
 //   microtask    one Promise.then (the turn's release is one, layout 8 on)
 //   publish      SharedState.publish (the turn held throughout)
 //   turn         the writer turn's enter + leave, released by its own Immediate, without a put
-//   alone        a typed put into a pile that writes alone (no turn, as before issue 17)
+//   alone        a typed put into a pile that writes alone (no turn, as every mapped pile wrote before the writer turn)
 //   shared       a typed put into a pile that takes the writer turn
 //   sharedHeld   the same with the turn held across the turns (as inside a batch): the put's own cost
 //   robustMutex  lock() + unlock() of @pile/native's SharedMutex (a process-shared robust pthread
-//                mutex, the writer lock issue 17 first specified) in a scratch file: a bare lock per
+//                mutex, the writer lock first specified for Pile) in a scratch file: a bare lock per
 //                write, for scale
 'use strict';
 const path = require('path'),

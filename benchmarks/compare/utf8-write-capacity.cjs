@@ -2,7 +2,7 @@
 // Writes 31-character ASCII strings (the cache benchmark's product name) 2 M times each way and
 // prints the main thread's CPU time per write: without a capacity, with the exact byte count (as a
 // cache value's encode passes it), with three bytes per UTF-16 unit, and a JavaScript loop. V8
-// takes its fast path only when the capacity covers three bytes per unit (docs/benchmarks.md, issue 13).
+// takes its fast path only when the capacity covers three bytes per unit (docs/benchmarks.md).
 const buf = Buffer.alloc(1 << 20);
 const strs = [];
 for (let i = 0; i < 1000; i++) {

@@ -1,5 +1,5 @@
 /**
- * The pile peers of the `multiprocess` workload (issue 17, point 8): gets and puts of one mapped
+ * The pile peers of the `multiprocess` workload: gets and puts of one mapped
  * pile from one and from two processes (`pileProcesses`), and in one process what taking turns
  * through pile.coord costs a put and what the check costs a get (`pileCosts`).
  */
@@ -159,7 +159,7 @@ export async function pileProcesses(params: Params): Promise<Figures> {
 /**
  * A mapped pile opened as a process alone with it would open it when it can not map pile.coord
  * as shared memory (`--jitless`, valgrind): it writes without the turn and reads without the
- * check, as every mapped pile did before issue 17. Made here by hiding WebAssembly (which
+ * check, as every mapped pile did before the writer turn and checked reads. Made here by hiding WebAssembly (which
  * SharedMapping needs) for this one open, so that both piles run in one process with the same JIT.
  */
 function openAlone(dir: string): Pile {

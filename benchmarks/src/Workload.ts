@@ -72,8 +72,18 @@ export interface WorkloadResult extends Summary {
   workload: string;
   title: string;
   description: string;
+  /** When the workload finished (ISO 8601). */
   date: string;
   machine: MachineInfo;
+  /** 1-minute load average when the workload finished (`machine.loadAverage` is the one at its start). */
+  loadAverageEnd?: number;
+  /** `git rev-parse --short HEAD` of the measured tree, with `+changes` when it had uncommitted changes. */
+  commit?: string;
+  /**
+   * Where the figures come from when they were not written by `pnpm bench` itself: e.g. carried over
+   * from an earlier report, stating that report's date and commit. The report prints it beside the figures.
+   */
+  provenance?: string;
   /** The command that reproduces this result. */
   command: string;
   smoke: boolean;

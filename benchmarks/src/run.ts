@@ -1,12 +1,16 @@
 /**
- * `node benchmarks/dist/run.js [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE]`
+ * `node benchmarks/dist/run.js [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE] [--report-only]`
  *
  * Runs the workloads (all when none is named), each peer in its own child process, writes
- * `results/<workload>.json` and regenerates docs/benchmarks.md from every results file present.
+ * `results/<workload>.json` (the latest run of that workload: its figures, machine, load, date and
+ * commit) and renders docs/benchmarks.md from every results file present and the fragments of
+ * benchmarks/report/ (Report.ts). Running one workload so replaces only that workload's section.
  * `--smoke` runs tiny sizes and writes to results/smoke/ (its own report there), never to docs/.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { runChild } from './ChildRunner';
 import { machineInfo } from './Machine';
 import { writeReport } from './Report';
@@ -21,8 +25,6 @@ interface Cli extends RunOptions {
   reportOnly: boolean;
   out: string;
   doc: string;
-  /** The arguments as given, for the report's "reproduce with" line. */
-  argv: string[];
 }
 
 const USAGE = `usage: pnpm bench [workload...] [--n N] [--ops N] [--smoke] [--out DIR] [--doc FILE] [--report-only]
@@ -69,11 +71,37 @@ function parse(argv: string[]): Cli {
     workloads: names.length === 0 ? [...WORKLOADS] : names.map(findWorkload),
     out,
     doc: cli.doc ?? (cli.smoke ? path.join(out, 'benchmarks.md') : path.join(PACKAGE_DIR, '..', 'docs', 'benchmarks.md')),
-    argv,
   };
   if (cli.n !== undefined) result.n = cli.n;
   if (cli.ops !== undefined) result.ops = cli.ops;
   return result;
+}
+
+/**
+ * The commit being measured, `+changes` when the measuring code (benchmarks/src, packages/) differs
+ * from it; files that only render results into the report do not count. Undefined outside a git checkout.
+ */
+const RENDERING = ['Report.ts', 'Svg.ts', 'Format.ts'];
+
+function gitCommit(): string | undefined {
+  try {
+    const git = (...args: string[]): string =>
+      execFileSync('git', args, { cwd: PACKAGE_DIR, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const head = git('rev-parse', '--short', 'HEAD').trim();
+    const dirty =
+      git(
+        'status',
+        '--porcelain',
+        '--untracked-files=no',
+        '--',
+        'src',
+        '../packages',
+        ...RENDERING.map((f) => `:(exclude)src/${f}`),
+      ).trim() !== '';
+    return dirty ? `${head}+changes` : head;
+  } catch {
+    return undefined;
+  }
 }
 
 async function main(): Promise<number> {
@@ -81,6 +109,7 @@ async function main(): Promise<number> {
   fs.mkdirSync(cli.out, { recursive: true });
   const started = Date.now();
   let failures = 0;
+  const commit = gitCommit();
   for (const w of cli.reportOnly ? [] : cli.workloads) {
     const machine = machineInfo();
     const params = w.params(cli);
@@ -104,6 +133,8 @@ async function main(): Promise<number> {
       description: w.description,
       date: new Date().toISOString(),
       machine,
+      loadAverageEnd: os.loadavg()[0] ?? 0,
+      ...(commit !== undefined ? { commit } : {}),
       command: [
         'pnpm bench',
         w.name,
@@ -129,7 +160,7 @@ async function main(): Promise<number> {
       );
     }
   }
-  writeReport(cli.out, cli.doc, cli.reportOnly ? undefined : `pnpm bench ${cli.argv.join(' ')}`.trim());
+  await writeReport(cli.out, cli.doc);
   process.stderr.write(`results in ${cli.out}, report ${cli.doc} (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   return failures === 0 ? 0 : 1;
 }

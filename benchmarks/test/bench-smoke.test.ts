@@ -7,6 +7,7 @@ import { quantile } from '../src/Measure';
 import type { WorkloadResult } from '../src/Workload';
 
 const RUN = path.join(__dirname, '..', 'dist', 'run.js');
+const DOC = path.join(__dirname, '..', '..', 'docs', 'benchmarks.md');
 
 describe('benchmarks smoke run', function () {
   let dir: string;
@@ -42,8 +43,24 @@ describe('benchmarks smoke run', function () {
     const md = fs.readFileSync(doc, 'utf8');
     expect(md).to.contain('## Targets');
     expect(md).to.contain('pnpm bench gc --smoke --n 3000 --ops 3000');
-    expect(md.match(/<svg /g)?.length ?? 0).to.be.greaterThanOrEqual(4);
+    expect(md).to.contain('(smoke sizes: the figures mean nothing)');
+    const charts = fs.readdirSync(path.join(dir, 'benchmarks')).filter((f) => f.endsWith('.svg'));
+    expect(charts.length).to.be.greaterThanOrEqual(4);
+    for (const f of charts) {
+      expect(md).to.contain(`](benchmarks/${f})`);
+      expect(fs.readFileSync(path.join(dir, 'benchmarks', f), 'utf8')).to.match(/^<svg /);
+    }
     expect(md).to.match(/\*\*(not met|met)\*\*/);
+  });
+
+  it('writes a smoke run and its report beside its results, never to docs/benchmarks.md', function () {
+    if (!fs.existsSync(RUN)) this.skip();
+    const before = fs.readFileSync(DOC, 'utf8');
+    const res = spawnSync(process.execPath, [RUN, 'insert', '--smoke', '--n', '2000', '--out', dir], { encoding: 'utf8' });
+    expect(res.status, res.stderr).to.equal(0);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, 'insert.json'), 'utf8'))).to.have.property('smoke', true);
+    expect(fs.readFileSync(path.join(dir, 'benchmarks.md'), 'utf8')).to.contain('pnpm bench insert --smoke --n 2000');
+    expect(fs.readFileSync(DOC, 'utf8') === before, 'docs/benchmarks.md was rewritten by a smoke run').to.equal(true);
   });
 
   it('rejects an unknown workload with a message naming the known ones and exit status 2', function () {

@@ -1,31 +1,31 @@
 import { randomInt } from 'node:crypto';
 import type { ZodType } from 'zod';
-import { MARK_WHOLE } from './Allocator';
-import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_TYPED, RAW_PREFIX, TYPED_PREFIX, kindOf } from './BlockFormat';
-import { blockDamage } from './Checksum';
-import { compactSegments } from './Compact';
-import type { DirectoryLock, ReaderMark } from './DirectoryLock';
-import { encodeGuard } from './EncodeGuard';
-import { walkEntries, type PileEntry } from './Entries';
+import { MARK_WHOLE } from './alloc/Allocator';
+import { BLOCK_HEADER_SIZE, FLAG_SEALED, KIND_TYPED, RAW_PREFIX, TYPED_PREFIX, kindOf } from './storage/BlockFormat';
+import { blockDamage } from './storage/Checksum';
+import { compactSegments } from './recovery/Compact';
+import type { DirectoryLock, ReaderMark } from './storage/DirectoryLock';
+import { encodeGuard } from './records/EncodeGuard';
+import { walkEntries, type PileEntry } from './records/Entries';
 import { PileError } from './PileError';
-import { closeFiles, openFiles, saveCheckpoint, startPile } from './PileFiles';
+import { closeFiles, openFiles, saveCheckpoint, startPile } from './storage/PileFiles';
 import { DEFAULT_SEGMENT_SIZE, checkOptions, invalid, type PileOptions } from './PileOptions';
-import { NULL_POINTER, type PilePointer } from './PilePointer';
-import { compileFieldAccess, type FieldAccessCode } from './PointerCheck';
-import { emptyRecoveryReport, type RecoveryReport } from './Recovery';
-import { EMPTY_BUFFER, TYPED_USED_WORD } from './RecordStore';
-import type { InlineRead } from './SchemaCodegen';
-import { compileSchema, type CompiledSchema, type FieldReader } from './SchemaCompiler';
-import type { Segment } from './Segment';
-import { foldTail } from './SegmentRows';
-import { shareState } from './SharedState';
-import { PILE_WRITES, TurnStore, holdTurnIn } from './TurnStore';
-import type { FieldAccess } from './TypedStore';
-import { CheckedTypedView } from './CheckedTypedView';
-import { TypedView, type SchemaOptions } from './TypedView';
-import { payloadSize } from './ValueEncoding';
-import { checkBeforeWrite, corruptError, verifyPile, type VerifyReport } from './Verify';
-import { warmPile } from './Warm';
+import { NULL_POINTER, type PilePointer } from './records/PilePointer';
+import { compileFieldAccess, type FieldAccessCode } from './records/PointerCheck';
+import { emptyRecoveryReport, type RecoveryReport } from './recovery/Recovery';
+import { EMPTY_BUFFER, TYPED_USED_WORD } from './records/RecordStore';
+import type { InlineRead } from './schema/SchemaCodegen';
+import { compileSchema, type CompiledSchema, type FieldReader } from './schema/SchemaCompiler';
+import type { Segment } from './storage/Segment';
+import { foldTail } from './alloc/SegmentRows';
+import { shareState } from './concurrency/SharedState';
+import { PILE_WRITES, TurnStore, holdTurnIn } from './concurrency/TurnStore';
+import type { FieldAccess } from './schema/TypedStore';
+import { CheckedTypedView } from './schema/CheckedTypedView';
+import { TypedView, type SchemaOptions } from './schema/TypedView';
+import { payloadSize } from './records/ValueEncoding';
+import { checkBeforeWrite, corruptError, verifyPile, type VerifyReport } from './recovery/Verify';
+import { warmPile } from './storage/Warm';
 
 /** Module-local: a reference to the import itself is a property load on each use. */
 const GUARD = encodeGuard;
@@ -34,9 +34,9 @@ const GUARD = encodeGuard;
 const checkedFieldAccess: FieldAccessCode = (ptr, _segments, _read, slow) => slow(ptr);
 
 export type { PileOptions } from './PileOptions';
-export type { CorruptRecord, VerifyReport } from './Verify';
-export type { RecoveryReport } from './Recovery';
-export type { PileEntry } from './Entries';
+export type { CorruptRecord, VerifyReport } from './recovery/Verify';
+export type { RecoveryReport } from './recovery/Recovery';
+export type { PileEntry } from './records/Entries';
 
 /** Exact counters of a pile. */
 export interface PileStats {

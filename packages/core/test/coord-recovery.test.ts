@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { openPile, type Pile, type PilePointer, type PileStats, type RecoveryReport } from '../src';
-import { COORD, COORD_FILE_NAME } from '../src/CoordFile';
+import { COORD, COORD_FILE_NAME } from '../src/concurrency/CoordFile';
 import { buildCore } from './fixtures/build-core';
 
 // Issue 19: the open after every process of a pile was killed on this boot recovers from pile.coord

@@ -5,8 +5,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { openPile, type Pile, type PilePointer, type PileStats } from '../src';
-import { faultPoints } from '../src/FaultPoints';
-import { COORD_FILE_NAME } from '../src/CoordFile';
+import { faultPoints } from '../src/recovery/FaultPoints';
+import { COORD_FILE_NAME } from '../src/concurrency/CoordFile';
 import { buildCore } from './fixtures/build-core';
 import { buildPile, copyDir, flipByte, metaFile, segFile, where, type Built } from './fixtures/pile-files';
 

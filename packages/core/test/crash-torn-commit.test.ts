@@ -3,8 +3,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type PilePointer } from '../src';
-import { GEN_MASK, KIND_STRING, STATE_FREE, STATE_RESERVED, blockSizeFor, genCheck, sizeCheck, word1 } from '../src/BlockFormat';
-import { blockChecksum } from '../src/Checksum';
+import { GEN_MASK, KIND_STRING, STATE_FREE, STATE_RESERVED, blockSizeFor, genCheck, sizeCheck, word1 } from '../src/storage/BlockFormat';
+import { blockChecksum } from '../src/storage/Checksum';
 import { SEG, markUnclean, readU32, segFile, where, writeU32 } from './fixtures/pile-files';
 import { codeOf } from './fixtures/expect-error';
 

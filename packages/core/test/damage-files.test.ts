@@ -19,7 +19,7 @@ import {
   writeU32,
   type Built,
 } from './fixtures/pile-files';
-import { FORMAT_VERSION } from '../src/BlockFormat';
+import { FORMAT_VERSION } from '../src/storage/BlockFormat';
 
 function openError(opts: Parameters<typeof openPile>[0]): PileError {
   try {

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile } from '../src';
-import { BLOCK_HEADER_SIZE } from '../src/BlockFormat';
+import { BLOCK_HEADER_SIZE } from '../src/storage/BlockFormat';
 import { codeOf } from './fixtures/expect-error';
 import { SEG, segFile, where } from './fixtures/pile-files';
 

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { openPile, type Pile } from '../src/Pile';
-import type { PilePointer } from '../src/PilePointer';
+import type { PilePointer } from '../src/records/PilePointer';
 import { expectPileError } from './fixtures/expect-error';
 
 const MiB = 1 << 20;

@@ -5,11 +5,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { native } from '@pile/native';
 import { openPile, type Pile, type PilePointer, type RecoveryReport } from '../src';
-import type { Allocator } from '../src/Allocator';
-import { STATE_DAMAGED, STATE_RESERVED, STATE_SHIFT, genCheck, sizeCheck } from '../src/BlockFormat';
-import { fileRegions, walkFile } from '../src/FileRegions';
-import { walkPlainRegions, type PlainRegions } from '../src/PlainRegions';
-import { Segment } from '../src/Segment';
+import type { Allocator } from '../src/alloc/Allocator';
+import { STATE_DAMAGED, STATE_RESERVED, STATE_SHIFT, genCheck, sizeCheck } from '../src/storage/BlockFormat';
+import { fileRegions, walkFile } from '../src/recovery/FileRegions';
+import { walkPlainRegions, type PlainRegions } from '../src/recovery/PlainRegions';
+import { Segment } from '../src/storage/Segment';
 import { copyDir, dropCoord, metaFile, prng } from './fixtures/pile-files';
 
 /**

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 import { openPile, type PilePointer } from '../src';
-import { FORMAT_VERSION } from '../src/BlockFormat';
+import { FORMAT_VERSION } from '../src/storage/BlockFormat';
 import { metaFile } from './fixtures/pile-files';
 
 /**

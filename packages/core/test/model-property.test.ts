@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile, type PileOptions } from '../src/Pile';
 import { PileError } from '../src/PileError';
-import type { PilePointer } from '../src/PilePointer';
+import type { PilePointer } from '../src/records/PilePointer';
 
 const MiB = 1 << 20;
 

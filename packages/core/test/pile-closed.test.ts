@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { openPile, type Pile } from '../src/Pile';
 import { PileError } from '../src/PileError';
-import type { PilePointer } from '../src/PilePointer';
+import type { PilePointer } from '../src/records/PilePointer';
 
 function expectClosed(name: string, fn: () => unknown): void {
   try {

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { openPile } from '../src/Pile';
 import { PileError } from '../src/PileError';
 import { expectPileError } from './fixtures/expect-error';
-import { segmentFiles } from '../src/Segment';
+import { segmentFiles } from '../src/storage/Segment';
 import { buildCore } from './fixtures/build-core';
 
 const MiB = 1 << 20;

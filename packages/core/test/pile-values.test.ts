@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { openPile, type Pile } from '../src/Pile';
 import { PileError } from '../src/PileError';
-import type { PilePointer } from '../src/PilePointer';
+import type { PilePointer } from '../src/records/PilePointer';
 
 const MiB = 1 << 20;
 

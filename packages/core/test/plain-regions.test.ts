@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { native } from '@pile/native';
 import { openPile, type Pile } from '../src';
-import { blockDamage } from '../src/Checksum';
-import type { Allocator } from '../src/Allocator';
-import { walkPlainRegions } from '../src/PlainRegions';
-import type { Segment } from '../src/Segment';
+import { blockDamage } from '../src/storage/Checksum';
+import type { Allocator } from '../src/alloc/Allocator';
+import { walkPlainRegions } from '../src/recovery/PlainRegions';
+import type { Segment } from '../src/storage/Segment';
 
 /** The pile's internals the walk takes. */
 const inside = (pile: Pile): { segments: Segment[]; alloc: Allocator } => pile as unknown as { segments: Segment[]; alloc: Allocator };

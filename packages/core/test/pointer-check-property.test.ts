@@ -1,12 +1,12 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { z } from 'zod';
-import { KIND_RAW, KIND_TYPED, STATE_USED, word1 } from '../src/BlockFormat';
+import { KIND_RAW, KIND_TYPED, STATE_USED, word1 } from '../src/storage/BlockFormat';
 import { openPile, type Pile } from '../src/Pile';
-import type { PilePointer } from '../src/PilePointer';
-import { compileQuickLocate } from '../src/PointerCheck';
-import { LOCATE_FIELDS } from '../src/RecordStore';
-import { PointerFormat, SEGMENT_DIV } from '../src/PointerFormat';
+import type { PilePointer } from '../src/records/PilePointer';
+import { compileQuickLocate } from '../src/records/PointerCheck';
+import { LOCATE_FIELDS } from '../src/records/RecordStore';
+import { PointerFormat, SEGMENT_DIV } from '../src/records/PointerFormat';
 
 // The typed and raw read paths first try the compiled fast check (PointerCheck), and fall back to
 // the full resolve() only when it misses. Both must agree on every number: what the fast check

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile } from '../src/Pile';
 import { PileError, type PileErrorCode } from '../src/PileError';
-import { NULL_POINTER, isPilePointer, type PilePointer } from '../src/PilePointer';
+import { NULL_POINTER, isPilePointer, type PilePointer } from '../src/records/PilePointer';
 
 const MiB = 1 << 20;
 

@@ -4,8 +4,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile } from '../src';
-import { COORD } from '../src/CoordFile';
-import { NO_READER, type ReaderTable } from '../src/ReaderTable';
+import { COORD } from '../src/concurrency/CoordFile';
+import { NO_READER, type ReaderTable } from '../src/concurrency/ReaderTable';
 import { buildCore } from './fixtures/build-core';
 import { sessionChild } from './fixtures/session-child';
 

@@ -4,10 +4,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile, type PilePointer } from '../src';
-import type { Allocator } from '../src/Allocator';
-import { NUM_CLASSES } from '../src/SizeClass';
-import type { PointerFormat } from '../src/PointerFormat';
-import { ROW, R_ALLOC } from '../src/SegmentRows';
+import type { Allocator } from '../src/alloc/Allocator';
+import { NUM_CLASSES } from '../src/alloc/SizeClass';
+import type { PointerFormat } from '../src/records/PointerFormat';
+import { ROW, R_ALLOC } from '../src/alloc/SegmentRows';
 import { copyDir, dropCoord, metaFile } from './fixtures/pile-files';
 
 /**

@@ -3,12 +3,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile, type PilePointer } from '../src';
-import { checkpointState } from '../src/AllocatorCheckpoint';
-import { ROW } from '../src/SegmentRows';
-import type { Allocator } from '../src/Allocator';
-import { fileRegions } from '../src/FileRegions';
-import { recoveryWindows } from '../src/Recovery';
-import type { Segment } from '../src/Segment';
+import { checkpointState } from '../src/alloc/AllocatorCheckpoint';
+import { ROW } from '../src/alloc/SegmentRows';
+import type { Allocator } from '../src/alloc/Allocator';
+import { fileRegions } from '../src/recovery/FileRegions';
+import { recoveryWindows } from '../src/recovery/Recovery';
+import type { Segment } from '../src/storage/Segment';
 
 /**
  * A recovery from a checkpoint reads and writes the regions written since through windows of their

@@ -4,11 +4,11 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { FORMAT_VERSION } from '../src/BlockFormat';
-import { faultPoints } from '../src/FaultPoints';
+import { FORMAT_VERSION } from '../src/storage/BlockFormat';
+import { faultPoints } from '../src/recovery/FaultPoints';
 import { Pile, openPile } from '../src/Pile';
 import { PileError } from '../src/PileError';
-import type { PilePointer } from '../src/PilePointer';
+import type { PilePointer } from '../src/records/PilePointer';
 import { finalValue, grownValue, isGrown, reopenValue } from './fixtures/reopen-values';
 
 const MiB = 1 << 20;

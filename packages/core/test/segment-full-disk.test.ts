@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type PilePointer } from '../src';
-import { segmentFileName } from '../src/Segment';
+import { segmentFileName } from '../src/storage/Segment';
 import { buildCore } from './fixtures/build-core';
 import { expectPileError } from './fixtures/expect-error';
 

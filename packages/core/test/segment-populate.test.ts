@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { native, type Mapping } from '@pile/native';
 import { z } from 'zod';
 import { openPile, type Pile } from '../src';
-import { Segment } from '../src/Segment';
+import { Segment } from '../src/storage/Segment';
 import { buildCore } from './fixtures/build-core';
 
 // Pages of fresh segment memory are faulted in ahead of the writer on a libuv worker

@@ -4,8 +4,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { openPile, type Pile, type PileStats, type VerifyReport } from '../src';
-import type { Allocator } from '../src/Allocator';
-import { R_ALLOC, R_OBJ, R_UTIL } from '../src/SegmentRows';
+import type { Allocator } from '../src/alloc/Allocator';
+import { R_ALLOC, R_OBJ, R_UTIL } from '../src/alloc/SegmentRows';
 import { lineChild, type Line } from './fixtures/line-child';
 
 /**

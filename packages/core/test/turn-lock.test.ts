@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { COORD, COORD_FILE_NAME } from '../src/CoordFile';
+import { COORD, COORD_FILE_NAME } from '../src/concurrency/CoordFile';
 import { openPile } from '../src';
 import { buildCore } from './fixtures/build-core';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { z } from 'zod';
-import { compileSchema } from '../src/SchemaCompiler';
+import { compileSchema } from '../src/schema/SchemaCompiler';
 
 const schema = z.object({
   id: z.number().int().min(-1_000_000).max(1_000_000),

@@ -1,6 +1,12 @@
 import { expect } from 'chai';
 import { z } from 'zod';
-import { type CompiledSchema, type SchemaDescriptor, compileSchema, isCompatibleEvolution, schemaFingerprint } from '../src/SchemaCompiler';
+import {
+  type CompiledSchema,
+  type SchemaDescriptor,
+  compileSchema,
+  isCompatibleEvolution,
+  schemaFingerprint,
+} from '../src/schema/SchemaCompiler';
 import { expectPileError } from './fixtures/expect-error';
 
 const SENTINEL = 0xee;

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { z } from 'zod';
 import { compileSchema, openPile, type PilePointer } from '../src';
-import { TYPED_PREFIX, blockSizeFor } from '../src/BlockFormat';
+import { TYPED_PREFIX, blockSizeFor } from '../src/storage/BlockFormat';
 
 // A typed put is encoded for an upper bound of its length (strings at 3 bytes per UTF-16 unit).
 // While the pile grows it is encoded at the start of the tail, which is then cut to the exact

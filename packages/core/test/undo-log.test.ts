@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openPile, type Pile, type PilePointer } from '../src';
-import { SEGMENT_HEADER_SIZE } from '../src/BlockFormat';
+import { SEGMENT_HEADER_SIZE } from '../src/storage/BlockFormat';
 import { buildCore } from './fixtures/build-core';
 import { killedChild, repairedByPut } from './fixtures/holder-kills';
 import { where } from './fixtures/pile-files';

@@ -47,7 +47,9 @@ async function step(name, fn) {
 }
 
 async function main() {
-  console.log(`arm64 vm: Node ${process.version} ${process.platform}-${process.arch}, binary ${require('node-gyp-build').path(path.join(app, '@pile', 'native'))}`);
+  console.log(
+    `arm64 vm: Node ${process.version} ${process.platform}-${process.arch}, binary ${require('node-gyp-build').path(path.join(app, '@pile', 'native'))}`,
+  );
   const tmp = fs.mkdtempSync('/tmp/pile-vm-');
   const file = path.join(tmp, 'coord');
   const fd = fs.openSync(file, 'w+');
@@ -90,30 +92,56 @@ async function main() {
     futex.close();
   });
 
-  await step('a writer killed with SIGKILL while it holds the writer turn: the other writer takes the turn over and repairs, no acknowledged put lost', async () => {
-    const dir = path.join(tmp, 'pile');
-    const keeper = openPile({ dir, segmentSize: 1 << 20 });
-    keeper.put('keeper');
-    await new Promise((r) => setImmediate(r)); // the turn is released at the end of this event-loop turn
-    const writer = child(`const { openPile } = require(${CORE}); const fs = require('node:fs');
+  await step(
+    'a writer killed with SIGKILL while it holds the writer turn: the other writer takes the turn over and repairs, no acknowledged put lost',
+    async () => {
+      const dir = path.join(tmp, 'pile');
+      const keeper = openPile({ dir, segmentSize: 1 << 20 });
+      keeper.put('keeper');
+      await new Promise((r) => setImmediate(r)); // the turn is released at the end of this event-loop turn
+      const writer = child(`const { openPile } = require(${CORE}); const fs = require('node:fs');
       const pile = openPile({ dir: ${JSON.stringify(dir)}, segmentSize: 1 << 20 });
       // One synchronous loop: the turn is held from the first put until the kill.
       for (let i = 0; ; i++) { const p = pile.put({ i }); fs.writeSync(1, i + ' ' + p + '\\n'); }`);
-    await writer.until((l) => l.length >= 500, '500 puts');
-    assert.strictEqual(await writer.kill(), 'SIGKILL');
-    const acked = writer.lines().map((l) => l.split(' ').map(Number));
-    const p = keeper.put('after the kill'); // waits for the dead holder's turn, takes it over
-    assert.strictEqual(keeper.lastRecovery.ran, true, 'the keeper repaired after the dead holder');
-    for (const [i, ptr] of acked) assert.deepStrictEqual(keeper.get(ptr), { i });
-    assert.strictEqual(keeper.get(p), 'after the kill');
-    assert.strictEqual(keeper.verify().ok, true);
-    keeper.close();
-    const again = openPile({ dir, readonly: true });
-    assert.ok(again.stats.objectCount >= acked.length + 2);
-    again.close();
-    console.log(`arm64 vm: ${acked.length} acknowledged puts of the killed writer read back`);
-  });
+      await writer.until((l) => l.length >= 500, '500 puts');
+      assert.strictEqual(await writer.kill(), 'SIGKILL');
+      const acked = writer.lines().map((l) => l.split(' ').map(Number));
+      const p = keeper.put('after the kill'); // waits for the dead holder's turn, takes it over
+      assert.strictEqual(keeper.lastRecovery.ran, true, 'the keeper repaired after the dead holder');
+      for (const [i, ptr] of acked) assert.deepStrictEqual(keeper.get(ptr), { i });
+      assert.strictEqual(keeper.get(p), 'after the kill');
+      assert.strictEqual(keeper.verify().ok, true);
+      keeper.close();
+      const again = openPile({ dir, readonly: true });
+      assert.ok(again.stats.objectCount >= acked.length + 2);
+      again.close();
+      console.log(`arm64 vm: ${acked.length} acknowledged puts of the killed writer read back`);
+    },
+  );
   mapping.unmap();
+
+  // @pile/native's own tests, transpiled to JavaScript, on this kernel: none left out.
+  await step("@pile/native's mocha tests", async () => {
+    const dir = path.join(__dirname, 'native');
+    const mocha = spawn(
+      process.execPath,
+      [
+        path.join(dir, 'node_modules', 'mocha', 'bin', 'mocha.js'),
+        '--no-config',
+        '--timeout',
+        '600000',
+        '--reporter',
+        'dot',
+        'test/*.test.js',
+      ],
+      {
+        cwd: dir,
+        stdio: 'inherit',
+      },
+    );
+    const code = await new Promise((resolve) => mocha.on('exit', (c, s) => resolve(c ?? s)));
+    assert.strictEqual(code, 0, "@pile/native's tests failed");
+  });
 }
 
 main().then(

@@ -39,7 +39,8 @@
 // The functions below moved from libpthread into libc in glibc 2.34, which gave them new default
 // symbol versions: a binary built against a newer glibc would ask for GLIBC_2.34 and not load on
 // older systems. Binding to the versions they have had since 2.2.5 (2.12 for the robust calls)
-// keeps the binary's requirement at glibc 2.14; the code behind both versions is the same.
+// keeps the binary's requirement at glibc 2.14 (on aarch64, whose first glibc is 2.17, at 2.17);
+// the code behind both versions is the same.
 #if defined(__GLIBC__) && defined(__x86_64__)
 __asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@GLIBC_2.2.5");
 __asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.2.5");
@@ -49,6 +50,15 @@ __asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2
 __asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
 __asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@GLIBC_2.2.5");
 __asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.12");
+#elif defined(__GLIBC__) && defined(__aarch64__)
+__asm__(".symver pthread_mutexattr_init,pthread_mutexattr_init@GLIBC_2.17");
+__asm__(".symver pthread_mutexattr_destroy,pthread_mutexattr_destroy@GLIBC_2.17");
+__asm__(".symver pthread_mutexattr_settype,pthread_mutexattr_settype@GLIBC_2.17");
+__asm__(".symver pthread_mutexattr_setpshared,pthread_mutexattr_setpshared@GLIBC_2.17");
+__asm__(".symver pthread_mutexattr_setrobust,pthread_mutexattr_setrobust@GLIBC_2.17");
+__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.17");
+__asm__(".symver pthread_mutex_timedlock,pthread_mutex_timedlock@GLIBC_2.17");
+__asm__(".symver pthread_mutex_consistent,pthread_mutex_consistent@GLIBC_2.17");
 #endif
 
 #if defined(__linux__) && !defined(MADV_POPULATE_READ)

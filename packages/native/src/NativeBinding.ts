@@ -337,7 +337,7 @@ function load(): NativeBinding {
   }
   const error = new Error(
     `@pile/native has no binary for ${platformName()}, Node ${process.versions.node}. ` +
-      'Prebuilt binaries ship for linux-x64 with glibc. To build it from source here, install a C++17 compiler ' +
+      'Prebuilt binaries ship for linux-x64 and linux-arm64 with glibc. To build it from source here, install a C++17 compiler ' +
       '(g++ 8+ or clang 7+), make and python3 (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install), ' +
       `then run: npx pile-native-build   (${tried.join('; ')})`,
   ) as Error & { code: string };

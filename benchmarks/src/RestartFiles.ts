@@ -6,3 +6,6 @@ export const RESTART_FILES = {
   indexRoot: 'products-index',
   cacheTable: 'products',
 };
+
+/** The mapped-pile stores, each in a directory of its name: typed or generic (msgpack) records, and the segment size. */
+export const PILE_STORES = ['pile', 'pile-256m', 'pile-1g', 'generic', 'generic-256m', 'generic-1g'];

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RESULT_MARKER } from './ChildRunner';
-import { RESTART_FILES } from './RestartFiles';
+import { PILE_STORES, RESTART_FILES } from './RestartFiles';
 
 interface Probed {
   id: number;
@@ -33,7 +33,7 @@ function neighbour(id: number): number {
 }
 
 function firstGet(store: string, dir: string, id: number): Opened {
-  switch (store) {
+  switch (PILE_STORES.includes(store) ? 'pile' : store) {
     case 'node':
       // Node's own boot and this script, nothing opened: the floor every other store starts from.
       return {
@@ -44,12 +44,7 @@ function firstGet(store: string, dir: string, id: number): Opened {
         next: () => ({ id: neighbour(id), name: '' }),
         close: () => undefined,
       };
-    case 'pile':
-    case 'pile-256m':
-    case 'pile-1g':
-    case 'generic':
-    case 'generic-256m':
-    case 'generic-1g': {
+    case 'pile': {
       const { openPile } = require('@pile/core') as typeof import('@pile/core');
       const { ProductSchema } = require('./Records') as typeof import('./Records');
       const loadedMs = performance.now();

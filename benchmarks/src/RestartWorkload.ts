@@ -7,7 +7,7 @@ import { loadPileCache } from './PileCacheLoader';
 import { median, perSecond } from './Measure';
 import { Progress, STEP_MASK } from './Progress';
 import { cacheKey, product, ProductSchema } from './Records';
-import { RESTART_FILES } from './RestartFiles';
+import { PILE_STORES, RESTART_FILES } from './RestartFiles';
 import { makeTempDir, removeDir } from './TempDir';
 import { figure, peerRows, target } from './Targets';
 import { fmtBytes, fmtCount, fmtMs } from './Format';
@@ -36,9 +36,6 @@ const STORES: Record<string, string> = {
   lmdb: 'lmdb',
 };
 
-/** The mapped-pile stores: records typed or generic (msgpack), and the segment size. */
-const PILES = ['pile', 'pile-256m', 'pile-1g', 'generic', 'generic-256m', 'generic-1g'];
-
 /** The bar on the time from openPile's return to the first record in hand (schema and index root included). */
 const FIRST_GET_BAR_MS = 5;
 
@@ -57,13 +54,8 @@ async function setup(store: string, n: number, dir: string): Promise<Figures> {
   const progress = new Progress(`restart: write ${store}`, n);
   const t = performance.now();
   let target: string;
-  switch (store) {
-    case 'pile':
-    case 'pile-256m':
-    case 'pile-1g':
-    case 'generic':
-    case 'generic-256m':
-    case 'generic-1g': {
+  switch (PILE_STORES.includes(store) ? 'pile' : store) {
+    case 'pile': {
       target = path.join(dir, store);
       // The index is one raw block, so it must fit a segment: grow the segment for large N.
       let segmentSize = (store.endsWith('-1g') ? 1024 : store.endsWith('-256m') ? 256 : 64) * MiB;
@@ -249,7 +241,7 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         1 / 20,
         fmtMs,
       ),
-      ...PILES.map((store) => firstGetBar(peers, store)),
+      ...PILE_STORES.map((store) => firstGetBar(peers, store)),
     ],
     tables: [
       {
@@ -288,7 +280,7 @@ function summarize(params: Params, peers: PeerResult[]): Summary {
         unit: 'ms',
         bars: peers
           .filter((p) => p.error === undefined && p.figures['firstGetMs'] !== undefined)
-          .map((p) => ({ label: p.label, value: p.figures['firstGetMs']!, highlight: PILES.includes(p.peer) || p.peer === 'cache' })),
+          .map((p) => ({ label: p.label, value: p.figures['firstGetMs']!, highlight: PILE_STORES.includes(p.peer) || p.peer === 'cache' })),
       },
     ],
     notes: [

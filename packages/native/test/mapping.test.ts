@@ -7,11 +7,11 @@ import { native } from '../src';
 const MiB = 1 << 20;
 const PAGE = native.pageSize;
 
-/** Resident memory of this process backed by files, then anonymous memory (Linux). */
+/** Resident memory of this process backed by files (a file on tmpfs counts as RssShmem), then anonymous memory (Linux). */
 function rss(): { file: number; anon: number } {
   const status = fs.readFileSync('/proc/self/status', 'utf8');
   const kb = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-  return { file: kb('RssFile'), anon: kb('RssAnon') };
+  return { file: kb('RssFile') + kb('RssShmem'), anon: kb('RssAnon') };
 }
 
 describe('native mappings', () => {

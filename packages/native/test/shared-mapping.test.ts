@@ -8,10 +8,11 @@ import { NATIVE } from './Child';
 
 const MiB = 1 << 20;
 
-/** Resident memory of this process backed by files (Linux). */
+/** Resident memory of this process backed by files (Linux); a file on tmpfs counts as RssShmem. */
 function rssFile(): number {
   const status = fs.readFileSync('/proc/self/status', 'utf8');
-  return Number(/^RssFile:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) * 1024;
+  const kb = (name: string): number => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
+  return kb('RssFile') + kb('RssShmem');
 }
 
 describe('native SharedMapping and warm()', () => {

@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import * as ts from 'typescript';
 
 const root = path.join(__dirname, '..', '..', '..');
 // Snippets live inside the demo package so that '@pile/core', '@pile/cache', '@pile/graph' and zod resolve.
@@ -20,7 +21,15 @@ function documents(): string[] {
   ];
 }
 
-/** The ```ts and ```js blocks of a document: TypeScript runs through ts-node, JavaScript as CommonJS. */
+/** A snippet that awaits at its top level (as Keyv's calls do) is an ES module. */
+function awaitsAtTopLevel(code: string): boolean {
+  return /^(?:(?:const|let) [^\n=]+= )?await /m.test(code);
+}
+
+/**
+ * The ```ts and ```js blocks of a document: TypeScript runs through ts-node, JavaScript as CommonJS;
+ * a TypeScript snippet with a top-level await is transpiled to an ES module and run as one.
+ */
 function snippets(doc: string): { line: number; lang: 'ts' | 'js'; code: string }[] {
   const text = fs.readFileSync(path.join(root, doc), 'utf8');
   const out: { line: number; lang: 'ts' | 'js'; code: string }[] = [];
@@ -52,11 +61,14 @@ describe('documentation snippets', function () {
   for (const doc of documents()) {
     for (const { line, lang, code } of snippets(doc)) {
       it(`the snippet at ${doc}:${line} runs without error`, () => {
-        const file = path.join(outDir, `${doc.replace(/[/.]/g, '-')}-${line}.${lang}`);
-        fs.writeFileSync(file, code);
+        const base = path.join(outDir, `${doc.replace(/[/.]/g, '-')}-${line}`);
+        const esm = lang === 'ts' && awaitsAtTopLevel(code);
+        const file = esm ? `${base}.mjs` : `${base}.${lang}`;
+        const options = { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 };
+        fs.writeFileSync(file, esm ? ts.transpileModule(code, { compilerOptions: options }).outputText : code);
         // Each snippet in a directory of its own, so that its relative paths ('./data') start empty.
         const dir = fs.mkdtempSync(path.join(cwd, 'run-'));
-        const args = lang === 'ts' ? ['-r', require.resolve('ts-node/register/transpile-only'), file] : [file];
+        const args = lang === 'ts' && !esm ? ['-r', require.resolve('ts-node/register/transpile-only'), file] : [file];
         const r = spawnSync(process.execPath, args, {
           cwd: dir,
           encoding: 'utf8',

@@ -3,6 +3,7 @@ import { cacheWorkload } from './CacheWorkload';
 import { codecWorkload } from './CodecWorkload';
 import { gcWorkload } from './GcWorkload';
 import { insertWorkload } from './InsertWorkload';
+import { keyvWorkload } from './KeyvWorkload';
 import { multiprocessWorkload } from './MultiprocessWorkload';
 import { restartWorkload } from './RestartWorkload';
 import { scaleWorkload } from './ScaleWorkload';
@@ -17,6 +18,7 @@ export const WORKLOADS: readonly Workload[] = [
   restartWorkload,
   cacheWorkload,
   boundedCacheWorkload,
+  keyvWorkload,
   syncWorkload,
   scaleWorkload,
   multiprocessWorkload,

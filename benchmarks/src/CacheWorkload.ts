@@ -5,7 +5,7 @@ import { loadPileCache } from './PileCacheLoader';
 import { consume, gcPauses, median, memoryAfterGc, perSecond, quantile, randomIndexes } from './Measure';
 import { Progress, STEP_MASK } from './Progress';
 import { cacheKey, product, ProductSchema, type Product } from './Records';
-import { findRedisServer, RedisServer } from './RedisServer';
+import { childWithRedis } from './RedisServer';
 import { makeTempDir, removeDir } from './TempDir';
 import { runAlternating } from './Alternation';
 import { peerRows, ratios, target } from './Targets';
@@ -203,32 +203,10 @@ async function measure(peer: string, params: Params): Promise<PeerResult> {
  */
 async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
   const inProcess = Object.keys(PEERS).filter((peer) => peer !== 'redis');
-  return [...runAlternating(ctx, inProcess, params, num(params, 'processes'), 'getPerSec', 'get rate'), await runRedis(ctx, params)];
-}
-
-async function runRedis(ctx: RunContext, params: Params): Promise<PeerResult> {
-  const peer = 'redis';
-  const binary = findRedisServer();
-  if (binary === undefined) {
-    ctx.log('redis                  skipped: no redis-server binary on the PATH');
-    return { peer, label: PEERS[peer]!, figures: {}, skipped: 'no redis-server binary on the PATH' };
-  }
-  let server: RedisServer;
-  try {
-    server = await RedisServer.start(binary);
-  } catch (err) {
-    return {
-      peer,
-      label: PEERS[peer]!,
-      figures: {},
-      skipped: `redis-server did not start: ${err instanceof Error ? err.message : String(err)}`,
-    };
-  }
-  try {
-    return ctx.child(peer, { ...params, redisPort: server.port });
-  } finally {
-    await server.stop();
-  }
+  return [
+    ...runAlternating(ctx, inProcess, params, num(params, 'processes'), 'getPerSec', 'get rate'),
+    await childWithRedis(ctx, 'redis', PEERS['redis']!, params),
+  ];
 }
 
 function summarize(params: Params, peers: PeerResult[]): Summary {

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { gcPauses, median, memoryAfterGc, perSecond } from './Measure';
 import { Progress } from './Progress';
-import { findRedisServer, RedisServer } from './RedisServer';
+import { childWithRedis } from './RedisServer';
 import { makeTempDir, removeDir } from './TempDir';
 import { peerRows, ratios, target } from './Targets';
 import { fmtBytes, fmtCount, fmtMs, fmtRate } from './Format';
@@ -130,18 +130,11 @@ async function measure(peer: string, params: Params): Promise<PeerResult> {
 }
 
 async function run(ctx: RunContext, params: Params): Promise<PeerResult[]> {
-  const out = [ctx.child('keyv-pile', params), ctx.child('keyv-map', params)];
-  const binary = findRedisServer();
-  if (binary === undefined) {
-    ctx.log('keyv-redis             skipped: no redis-server binary on the PATH');
-    return [...out, { peer: 'keyv-redis', label: PEERS['keyv-redis']!, figures: {}, skipped: 'no redis-server binary on the PATH' }];
-  }
-  const server = await RedisServer.start(binary);
-  try {
-    return [...out, ctx.child('keyv-redis', { ...params, redisPort: server.port })];
-  } finally {
-    await server.stop();
-  }
+  return [
+    ctx.child('keyv-pile', params),
+    ctx.child('keyv-map', params),
+    await childWithRedis(ctx, 'keyv-redis', PEERS['keyv-redis']!, params),
+  ];
 }
 
 function summarize(params: Params, peers: PeerResult[]): Summary {

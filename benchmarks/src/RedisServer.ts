@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import type { Params, PeerResult, RunContext } from './Workload';
 
 /** The redis-server binary on the PATH, or undefined. */
 export function findRedisServer(): string | undefined {
@@ -78,5 +79,28 @@ export class RedisServer {
     this.proc.kill('SIGCONT');
     this.proc.kill('SIGTERM');
     await exited;
+  }
+}
+
+/**
+ * Runs `peer` in a child with a redis-server of its own on a free loopback port (`params.redisPort`),
+ * or reports the peer skipped when there is no redis-server binary or it does not start.
+ */
+export async function childWithRedis(ctx: RunContext, peer: string, label: string, params: Params): Promise<PeerResult> {
+  const binary = findRedisServer();
+  if (binary === undefined) {
+    ctx.log(`${peer.padEnd(22)} skipped: no redis-server binary on the PATH`);
+    return { peer, label, figures: {}, skipped: 'no redis-server binary on the PATH' };
+  }
+  let server: RedisServer;
+  try {
+    server = await RedisServer.start(binary);
+  } catch (err) {
+    return { peer, label, figures: {}, skipped: `redis-server did not start: ${err instanceof Error ? err.message : String(err)}` };
+  }
+  try {
+    return ctx.child(peer, { ...params, redisPort: server.port });
+  } finally {
+    await server.stop();
   }
 }

@@ -170,6 +170,8 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    *   slot of a lower- or equal-priority entry of another key), 'collision' (speculative: nothing stored)
    * @throws PILE_INVALID_OPTION for a bad key or option, or an option put does not know, naming it
    * @throws PILE_SCHEMA_VIOLATION when the value does not match the table's schema (nothing is written)
+   * @throws PILE_INVALID_VALUE naming the path of a part of the value that would not read back as it
+   *   was (a lone surrogate, a function, a Map in a generic value, ...); nothing is written
    * @throws PILE_OUT_OF_SPACE when a durable table is full at maxCapacity, or nothing is left to evict
    * @throws PILE_TOO_LARGE when the entry does not fit in one segment
    * @throws PILE_READONLY, PILE_CLOSED

@@ -245,7 +245,7 @@ class Generator {
    * The value was measured before, but a getter, proxy or transform may give something else when
    * read again here: each value read is checked once more (type, range, and room left before
    * `end`), so what is written is exactly what was read, and a value that grew between the two
-   * reads fails with PILE_SCHEMA_VIOLATION instead of writing over the next block.
+   * reads fails with PILE_INVALID_VALUE instead of writing over the next block.
    */
   encode(node: LayoutNode, x: string, p: Pos, path: Path, root = false): string {
     const P = renderPath(path);

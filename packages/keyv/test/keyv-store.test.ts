@@ -48,16 +48,16 @@ describe('keyv: the KeyvPile store', () => {
     expect(await s.delete('a')).to.equal(false);
     expect(await s.deleteMany(['x', 'b'])).to.equal(true);
     expect(await s.deleteMany(['x', 'b'])).to.equal(false);
-    for (const [call, text] of [
-      [() => s.set('k', 'v', -1), 'option ttl'],
-      [() => s.set('k', { o: 1 }), 'raw: true'],
-      [() => s.get(5 as never), 'option key'],
+    for (const [call, code, text] of [
+      [() => s.set('k', 'v', -1), 'PILE_INVALID_OPTION', 'option ttl'],
+      [() => s.set('k', { o: 1 }), 'PILE_INVALID_VALUE', 'value: KeyvPile stores the strings'],
+      [() => s.get(5 as never), 'PILE_INVALID_OPTION', 'option key'],
     ] as const) {
       const err = await call().then(
         () => undefined,
         (e: unknown) => e,
       );
-      expect(isPileError(err, 'PILE_INVALID_OPTION'), String(err)).to.equal(true);
+      expect(isPileError(err, code), String(err)).to.equal(true);
       expect((err as Error).message).to.include(text);
     }
     await s.disconnect();

@@ -17,7 +17,8 @@ export type PileErrorCode =
   | 'PILE_INVALID_OPTION'
   | 'PILE_INVALID_VALUE'
   | 'PILE_REENTRANT'
-  | 'PILE_IO';
+  | 'PILE_IO'
+  | 'PILE_UNAVAILABLE';
 
 /**
  * The one error class of Pile; `code` says what went wrong, the message names the option, path,

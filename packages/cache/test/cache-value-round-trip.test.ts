@@ -33,11 +33,7 @@ describe('cache values that would not read back as they were put are refused', (
       }
       expectPileError(() => t.put('m', new Map([['a', 1]])), 'PILE_INVALID_VALUE', 'value: a Map would read back as a plain object');
       expectPileError(() => t.put('m', { inner: new Map() }), 'PILE_INVALID_VALUE', 'value.inner: a Map');
-      expectPileError(
-        () => t.put('s', { list: ['ok', 'a\ud800'] }),
-        'PILE_INVALID_VALUE',
-        'value.list[1]: a string with a lone surrogate',
-      );
+      expectPileError(() => t.put('s', { list: ['ok', 'a\ud800'] }), 'PILE_INVALID_VALUE', 'value.list[1]: a string with a lone surrogate');
       expectPileError(() => t.put('z', { n: -0 }), 'PILE_INVALID_VALUE', 'value.n: -0');
       expectPileError(() => t.put('h', [1, , 2]), 'PILE_INVALID_VALUE', 'value[1]: a sparse array'); // eslint-disable-line no-sparse-arrays
       expectPileError(() => t.put('c', { p: new Point(1) }), 'PILE_INVALID_VALUE', 'value.p: an instance of Point');

@@ -497,7 +497,7 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   // object can not change between two reads). Their typed put inlines it whole, where the check as
   // a call of encode's own (to keep encode under TurboFan's 460-byte inlining limit) was a call per
   // put that TurboFan did not inline once the put's budget was spent (44 instructions a mapped put,
-  // benchmarks/results/comparisons.md, "Issue 13: the mapped put and get in instructions").
+  // benchmarks/results/comparisons.md, the section on the mapped put and get in instructions).
   const encodeBody = g.encode(root, 'x', rootPos, [], true);
 
   const fast: string[] = [];

@@ -75,6 +75,24 @@ describe('keyv: the KeyvPile store', () => {
     await keyv.disconnect();
   });
 
+  it('raw: a value that would not read back as it was is PILE_INVALID_VALUE naming its path, and nothing is stored', async () => {
+    const store = new KeyvPile({ dir, raw: true });
+    for (const [value, text] of [
+      [new Map([['a', 1]]), 'value: a Map'],
+      [{ list: ['ok', 'a\ud800'] }, 'value.list[1]: a string with a lone surrogate'],
+      [{ n: -0 }, 'value.n: -0'],
+    ] as const) {
+      const err = await store.set('bad', value).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isPileError(err, 'PILE_INVALID_VALUE'), String(err)).to.equal(true);
+      expect((err as Error).message).to.include(text);
+    }
+    expect(await store.has('bad')).to.equal(false);
+    await store.disconnect();
+  });
+
   it('clear keeps to the namespace; iterator yields the namespace’s entries; KeyvPiles of one dir share its cache', async () => {
     const a = attachIterator(new Keyv({ store: new KeyvPile({ dir }), namespace: 'a' }));
     const b = attachIterator(new Keyv({ store: new KeyvPile({ dir }), namespace: 'b' }));

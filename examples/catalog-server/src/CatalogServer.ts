@@ -80,7 +80,12 @@ export class CatalogServer {
     this.server = http.createServer((req, res) => {
       if (this.worker !== undefined) res.setHeader('x-catalog-worker', this.worker);
       this.handle(req, res).catch((err: unknown) => {
-        const status = err instanceof HttpError ? err.status : isPileError(err, 'PILE_SCHEMA_VIOLATION') ? 400 : 500;
+        const status =
+          err instanceof HttpError
+            ? err.status
+            : isPileError(err, 'PILE_SCHEMA_VIOLATION') || isPileError(err, 'PILE_INVALID_VALUE')
+              ? 400
+              : 500;
         if (status === 500) process.stderr.write(`error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}\n`);
         if (res.headersSent) res.destroy();
         else sendJson(res, status, { error: (err as Error).message });

@@ -169,7 +169,7 @@ export class CacheTable<V = unknown> implements RenewedTable, WalkedTable<V>, Ch
    * @returns 'inserted' (new key), 'replaced' (key existed), 'overwritten' (speculative: took the
    *   slot of a lower- or equal-priority entry of another key), 'collision' (speculative: nothing stored)
    * @throws PILE_INVALID_OPTION for a bad key or option, or an option put does not know, naming it
-   * @throws PILE_SCHEMA_VIOLATION when the value does not match the table's schema (nothing is written)
+   * @throws PILE_SCHEMA_VIOLATION, PILE_INVALID_VALUE when the value does not match the table's schema, or a part of it (named by its path) would not read back as it was; nothing is written
    * @throws PILE_OUT_OF_SPACE when a durable table is full at maxCapacity, or nothing is left to evict
    * @throws PILE_TOO_LARGE when the entry does not fit in one segment
    * @throws PILE_READONLY, PILE_CLOSED

@@ -136,7 +136,7 @@ export class KeyCodec {
       this.str = key;
       // The hash (over the UTF-16 code units: no encoding on the lookup path) and the stored
       // WTF-8 length in one pass over the key: a put needs both, and a second loop over the key
-      // cost a cache put about 4 % of its instructions (docs/benchmarks.md, issue 13).
+      // cost a cache put about 4 % of its instructions (docs/benchmarks.md).
       let h = FNV_OFFSET ^ KEY_STRING;
       const units = key.length;
       let n = units;

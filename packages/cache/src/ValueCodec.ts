@@ -32,7 +32,7 @@ export class ValueCodec<V> {
       this.packrInstance = new MsgPackr({
         useRecords: false,
         moreTypes: true,
-        writeFunction: refuseFunction('PILE_SCHEMA_VIOLATION'),
+        writeFunction: refuseFunction('PILE_INVALID_VALUE'),
       } as never);
     }
     return this.packrInstance;
@@ -47,6 +47,8 @@ export class ValueCodec<V> {
    * the schema. A typed value's room is an upper bound (3 bytes per UTF-16 unit of its strings)
    * when that is at most {@link TYPED_BOUND_LIMIT}, and its exact byte length otherwise.
    * @throws PILE_SCHEMA_VIOLATION naming the path, for a typed table
+   * @throws PILE_INVALID_VALUE naming the path of a part that would not read back as it was (a lone
+   *   surrogate, a function, a boxed primitive, a Map in a generic value, -0, a cycle, ...)
    */
   measure(value: V): number {
     // The caller's code (getters, toJSON, zod) runs here and may read this cache: the state is set
@@ -70,7 +72,7 @@ export class ValueCodec<V> {
     }
     if (typeof value === 'string') {
       const bad = illFormedString(value);
-      if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', `value: ${bad}`);
+      if (bad !== undefined) throw new PileError('PILE_INVALID_VALUE', `value: ${bad}`);
       this.set(VALUE_STRING, value, undefined);
       return Buffer.byteLength(value, 'utf8');
     }
@@ -90,12 +92,12 @@ export class ValueCodec<V> {
       // Entries are self-contained MessagePack without records, where a Map and a plain object
       // are one msgpack map: a Map is refused rather than read back as an object.
       const bad = genericValueFault(value, false);
-      if (bad !== undefined) throw new PileError('PILE_SCHEMA_VIOLATION', bad);
+      if (bad !== undefined) throw new PileError('PILE_INVALID_VALUE', bad);
       return this.packr.pack(value);
     } catch (err) {
       throw err instanceof PileError
         ? err
-        : new PileError('PILE_SCHEMA_VIOLATION', `value can not be encoded as MessagePack: ${(err as Error).message}`);
+        : new PileError('PILE_INVALID_VALUE', `value: can not be encoded as MessagePack: ${(err as Error).message}`);
     } finally {
       encodeGuard.depth--;
     }
@@ -110,7 +112,7 @@ export class ValueCodec<V> {
   /**
    * Writes the measured value at `buf[off..off + room)`, `room` being what {@link measure} gave;
    * returns its exact length.
-   * @throws PILE_SCHEMA_VIOLATION when a typed value read again no longer fits `room` (nothing
+   * @throws PILE_INVALID_VALUE when a typed value read again no longer fits `room` (nothing
    *   past `off + room` is written)
    */
   write(buf: Buffer, view: DataView, off: number, room: number): number {
@@ -188,7 +190,7 @@ export function registerSchema<V>(pile: Pile, id: number, name: string, schema: 
     if (isPileError(err, 'PILE_SCHEMA_MISMATCH')) {
       throw new PileError(
         'PILE_SCHEMA_MISMATCH',
-        `cache table '${name}': ${err.message.replace(/^PILE_SCHEMA_MISMATCH: schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`,
+        `cache table '${name}': ${err.message.replace(/^schema 'pile-cache:\d+' does not match the one stored in the pile/, 'the schema given does not match the one the table was created with')}`,
       );
     }
     throw err;

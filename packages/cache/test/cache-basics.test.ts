@@ -218,6 +218,8 @@ describe('cache tableInfo', () => {
     expect(cache.tableInfo('plain')).to.include({ typed: false, collisionMode: 'durable', count: 1 });
     expect(cache.tableInfo('nope')).to.equal(undefined);
     cache.close();
-    expect(() => cache.tableInfo('typed')).to.throw(/PILE_CLOSED/);
+    expect(() => cache.tableInfo('typed'))
+      .to.throw()
+      .with.property('code', 'PILE_CLOSED');
   });
 });

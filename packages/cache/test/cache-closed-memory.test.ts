@@ -28,7 +28,7 @@ describe('cache handles after close', () => {
       if (how === 'the cache') cache.close();
       pile.close();
       for (const call of [() => t.get('k1'), () => t.has('k1'), () => t.put('k2', { x: 0 }), () => t.remove('k3'), () => [...t.keys()]]) {
-        expect(call).to.throw(/PILE_CLOSED/);
+        expect(call).to.throw().with.property('code', 'PILE_CLOSED');
       }
     });
   }

@@ -61,7 +61,9 @@ describe('cache memory limit', () => {
   it('throws PILE_TOO_LARGE for an entry bigger than a segment, storing nothing', () => {
     const cache = openCache({ segmentSize: SEG, sweepIntervalSec: 0 });
     const t = cache.table<Uint8Array>('t');
-    expect(() => t.put('big', new Uint8Array(SEG + 1))).to.throw(/PILE_TOO_LARGE/);
+    expect(() => t.put('big', new Uint8Array(SEG + 1)))
+      .to.throw()
+      .with.property('code', 'PILE_TOO_LARGE');
     expect(t.count).to.equal(0);
     cache.close();
   });

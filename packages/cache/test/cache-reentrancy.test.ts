@@ -95,7 +95,7 @@ describe('cache values whose code calls back into the cache', () => {
       },
       admin: true,
     };
-    expectPileError(() => u.put('grow', v), 'PILE_SCHEMA_VIOLATION', 'changed while it was being stored');
+    expectPileError(() => u.put('grow', v), 'PILE_INVALID_VALUE', 'changed while it was being stored');
     expect(u.has('grow')).to.equal(false);
     for (let i = 0; i < 50; i++) expect(u.get(i)).to.deep.equal({ name: `user ${i}`, admin: i % 2 === 0 });
     expect(cache.pile.verify().ok).to.equal(true);
@@ -143,7 +143,7 @@ describe('cache values whose code calls back into the cache', () => {
       [a(2000), a(1998) + '\udc00', 'lone surrogate'],
     ];
     for (const [i, [first, second, message]] of refused.entries()) {
-      expectPileError(() => u.put(`r${i}`, twice(first, second)), 'PILE_SCHEMA_VIOLATION', message);
+      expectPileError(() => u.put(`r${i}`, twice(first, second)), 'PILE_INVALID_VALUE', message);
       expect(u.has(`r${i}`)).to.equal(false);
     }
     // Strings read the same twice, ending at the room's end when exact, are stored as given.
@@ -187,7 +187,7 @@ describe('cache values whose code calls back into the cache', () => {
           expect(u.put(key, v)).to.equal('inserted');
           expect(u.get(key)).to.deep.equal({ name: second, admin: true });
         } else {
-          expectPileError(() => u.put(key, v), 'PILE_SCHEMA_VIOLATION');
+          expectPileError(() => u.put(key, v), 'PILE_INVALID_VALUE');
           expect(u.has(key)).to.equal(false);
         }
       }),

@@ -46,7 +46,7 @@ export function dumpRecord(pile: Pile, entry: PileEntry, roots: string[] | undef
     else out.value = v;
   } catch (err) {
     if (!isPileError(err)) throw err;
-    out.note = `<${err.message}>`;
+    out.note = `<${err.code}: ${err.message}>`;
   }
   return out;
 }
@@ -133,7 +133,7 @@ async function dumpTable(dir: string, name: string, options: DumpOptions): Promi
         e.value = table.get(key);
       } catch (err) {
         if (!isPileError(err)) throw err;
-        e.note = `<${err.message}>`;
+        e.note = `<${err.code}: ${err.message}>`;
       }
       await writeOut(options.json === true ? `${JSON.stringify(e, jsonReplacer)}\n` : `${textOf(key)}  ${e.note ?? textOf(e.value)}\n`);
     }

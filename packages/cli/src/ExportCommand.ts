@@ -45,7 +45,7 @@ export async function runExport(dir: string, options: ExportOptions): Promise<vo
       options.skipDamaged === true
         ? (key, err) => {
             const which = key === undefined ? 'an entry whose key does not decode' : `key ${JSON.stringify(key, jsonReplacer)}`;
-            if (++skips <= NAMED_SKIPS) skipped.push(`  ${which}: ${err.message}`);
+            if (++skips <= NAMED_SKIPS) skipped.push(`  ${which}: ${err.code}: ${err.message}`);
           }
         : undefined,
     );

@@ -22,8 +22,8 @@ buildProgram()
       process.stderr.write(`pile: ${err.message}\n`);
       process.exitCode = err.exitCode;
     } else if (isPileError(err)) {
-      // The message starts with the code already.
-      process.stderr.write(`pile: ${err.message}\n`);
+      // The message names what is at fault; the code is said before it.
+      process.stderr.write(`pile: ${err.code}: ${err.message}\n`);
       process.exitCode = EXIT_FAILED;
     } else {
       process.stderr.write(`pile: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openCache } from '@pile/cache';
+import type { PileError } from '@pile/core';
 import { cliSuite, runCli } from './CliHarness';
 
 describe('pile tables, drop-table, dump --table and import duplicates', function () {
@@ -47,7 +48,7 @@ describe('pile tables, drop-table, dump --table and import duplicates', function
     try {
       cache.table('users', { schema: z.object({ name: z.string() }) });
     } catch (err) {
-      message = (err as Error).message;
+      message = `${(err as PileError).code}: ${(err as Error).message}`;
     }
     cache.close();
     expect(message).to.match(

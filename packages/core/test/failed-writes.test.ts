@@ -152,7 +152,7 @@ describe('failed writes leave nothing behind', () => {
     const pile = openPile({ dir, segmentSize: MiB });
     pile.put({ kept: 1 });
     // msgpackr mints the record shape {k, f} before it reaches the function value.
-    expectPileError(() => pile.put({ k: 1, f: [() => 1] }), 'PILE_INVALID_OPTION', 'function');
+    expectPileError(() => pile.put({ k: 1, f: [() => 1] }), 'PILE_INVALID_VALUE', 'function');
     const p = pile.put({ k: 2, f: [3] });
     pile.close();
     const again = openPile({ dir });
@@ -270,10 +270,10 @@ describe('values that change while they are stored', () => {
     const ptrs = neighbours(view, 60);
     const count = pile.stats.objectCount;
     // In the tail, and in a freed block between live ones.
-    expectPileError(() => view.put(growing(5000) as never), 'PILE_SCHEMA_VIOLATION', 'changed while it was being stored');
+    expectPileError(() => view.put(growing(5000) as never), 'PILE_INVALID_VALUE', 'changed while it was being stored');
     for (let i = 10; i < 50; i += 2) pile.delete(ptrs[i]!);
     const kept = ptrs.filter((_, i) => i < 10 || i >= 50 || i % 2 === 1);
-    for (let i = 0; i < 20; i++) expectPileError(() => view.put(growing(300) as never), 'PILE_SCHEMA_VIOLATION');
+    for (let i = 0; i < 20; i++) expectPileError(() => view.put(growing(300) as never), 'PILE_INVALID_VALUE');
     expect(pile.stats.objectCount).to.equal(count - 20);
     for (const p of kept) expect(view.get(p)).to.have.property('name');
     expect(pile.verify().ok).to.equal(true);
@@ -284,7 +284,7 @@ describe('values that change while they are stored', () => {
   it('a typed set whose getter grows is refused and leaves the record and its neighbours as they were', () => {
     const view = pile.schema('user', User);
     const ptrs = neighbours(view, 40);
-    expectPileError(() => view.set(ptrs[20]!, growing(4000) as never), 'PILE_SCHEMA_VIOLATION');
+    expectPileError(() => view.set(ptrs[20]!, growing(4000) as never), 'PILE_INVALID_VALUE');
     expectNeighbours(view, ptrs);
   });
 

@@ -6,10 +6,11 @@ import * as path from 'node:path';
 import { openPile } from '../src/Pile';
 import { expectPileError } from './fixtures/expect-error';
 import { buildCore } from './fixtures/build-core';
+import { copyModules } from './fixtures/copy-modules';
 
 const MiB = 1 << 20;
 const segFile = (dir: string, i: number): string => path.join(dir, `seg-${String(i).padStart(6, '0')}.pile`);
-const CORE = path.resolve(__dirname, '../dist');
+const CORE_PACKAGE = path.resolve(__dirname, '..');
 
 describe('pile files are never reached through links', () => {
   let dir: string;
@@ -95,7 +96,15 @@ describe('pile files are never reached through links', () => {
 describe('errors of the operating system are PILE_IO', function () {
   this.timeout(120_000);
   let dir: string;
-  before(() => buildCore());
+  // The child runs as nobody: it loads @pile/core, @pile/native and msgpackr from a copy that nobody
+  // may read, not from this checkout, which may lie where nobody can not (a clone in a 0700 directory).
+  let modules: string;
+  before(() => {
+    buildCore();
+    modules = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-io-modules-'));
+    expect(copyModules(CORE_PACKAGE, modules)).to.include.members(['@pile/core', '@pile/native', 'msgpackr']);
+  });
+  after(() => fs.rmSync(modules, { recursive: true, force: true }));
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pile-io-'));
     fs.chmodSync(dir, 0o755);
@@ -104,7 +113,8 @@ describe('errors of the operating system are PILE_IO', function () {
 
   /** Runs `code` as an unprivileged user (root ignores permissions); returns what it printed. */
   function asNobody(code: string): string {
-    const r = spawnSync(process.execPath, ['-e', `const { openPile } = require(${JSON.stringify(CORE)});\n${code}`], {
+    const r = spawnSync(process.execPath, ['-e', `const { openPile } = require('@pile/core');\n${code}`], {
+      cwd: modules,
       uid: 65534,
       gid: 65534,
       encoding: 'utf8',
@@ -113,6 +123,13 @@ describe('errors of the operating system are PILE_IO', function () {
   }
   const tryOpen = (opts: string): string =>
     `try { openPile(${opts}); console.log('opened'); } catch (e) { console.log(e.code, e.message); }`;
+
+  it('the child loads the core as nobody, from the copy', function () {
+    if (process.getuid?.() !== 0) this.skip();
+    expect(asNobody(`console.log(typeof openPile, require.resolve('@pile/core').startsWith(${JSON.stringify(modules)}))`)).to.equal(
+      'function true\n',
+    );
+  });
 
   it('a writable open of a directory it may not write is PILE_IO (EACCES) and leaves no lock file behind', function () {
     if (process.getuid?.() !== 0) this.skip();

@@ -147,7 +147,9 @@ describe('closing a pile returns its memory', function () {
       expect(sum).to.equal(0);
       buf.writeUInt32LE(5, 0);
       // The pile itself refuses.
-      expect(() => pile.rawBuffer(raw)).to.throw(/PILE_CLOSED/);
+      expect(() => pile.rawBuffer(raw))
+        .to.throw()
+        .with.property('code', 'PILE_CLOSED');
       if (kind === 'mapped') {
         const again = openPile({ dir });
         try {

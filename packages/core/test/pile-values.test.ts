@@ -154,7 +154,7 @@ describe('values', () => {
       });
     }
 
-    it('a value msgpackr can not encode is PILE_INVALID_OPTION naming the value, and nothing is written', () => {
+    it('a value msgpackr can not encode is PILE_INVALID_VALUE naming the value, and nothing is written', () => {
       const circular: Record<string, unknown> = {};
       circular.self = circular;
       const before = pile.stats;
@@ -163,7 +163,7 @@ describe('values', () => {
         expect.fail('a circular value was stored');
       } catch (err) {
         expect(err).to.be.instanceOf(PileError);
-        expect((err as PileError).code).to.equal('PILE_INVALID_OPTION');
+        expect((err as PileError).code).to.equal('PILE_INVALID_VALUE');
         expect((err as Error).message).to.include('value');
       }
       expect(pile.stats).to.deep.equal(before);
@@ -171,7 +171,7 @@ describe('values', () => {
       const p = pile.put({ kept: true });
       expect(() => pile.set(p, circular))
         .to.throw(PileError)
-        .with.property('code', 'PILE_INVALID_OPTION');
+        .with.property('code', 'PILE_INVALID_VALUE');
       expect(pile.get(p)).to.deep.equal({ kept: true });
       expect(pile.verify().ok).to.equal(true);
     });

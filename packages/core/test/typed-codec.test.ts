@@ -156,7 +156,7 @@ describe('typed codec', () => {
       const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
       expectPileError(
         () => codec.encode({ s: 'a\uD800b\uDC00' }, buf, view, 0, 64),
-        'PILE_SCHEMA_VIOLATION',
+        'PILE_INVALID_VALUE',
         's: a string with a lone surrogate (U+D800 at index 1)',
       );
       expect(roundTrip(codec, { s: 'a\uD83D\uDE00b' })).to.deep.equal({ s: 'a\uD83D\uDE00b' });
@@ -169,10 +169,10 @@ describe('typed codec', () => {
       const buf = Buffer.alloc(128);
       const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
       const lone = 's: a string with a lone surrogate (U+DC00 at index 3)';
-      expectPileError(() => codec.encode({ s: 'abc\uDC00' }, buf, view, 0, 128), 'PILE_SCHEMA_VIOLATION', lone);
+      expectPileError(() => codec.encode({ s: 'abc\uDC00' }, buf, view, 0, 128), 'PILE_INVALID_VALUE', lone);
       // Cut short by `end` and ill-formed: the surrogate is named, as before the write.
-      expectPileError(() => codec.encode({ s: 'abc\uDC00' + 'x'.repeat(60) }, buf, view, 0, 40), 'PILE_SCHEMA_VIOLATION', lone);
-      expectPileError(() => codec.encode({ s: 'x'.repeat(60) }, buf, view, 0, 40), 'PILE_SCHEMA_VIOLATION', 'no longer fits the 40 bytes');
+      expectPileError(() => codec.encode({ s: 'abc\uDC00' + 'x'.repeat(60) }, buf, view, 0, 40), 'PILE_INVALID_VALUE', lone);
+      expectPileError(() => codec.encode({ s: 'x'.repeat(60) }, buf, view, 0, 40), 'PILE_INVALID_VALUE', 'no longer fits the 40 bytes');
       expect(roundTrip(codec, { s: 'x'.repeat(60) })).to.deep.equal({ s: 'x'.repeat(60) });
     });
 

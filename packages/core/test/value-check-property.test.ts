@@ -41,7 +41,7 @@ describe('generic values: a value is either refused or read back exactly', () =>
         try {
           ptr = pile.put(v);
         } catch (err) {
-          if (!isPileError(err) || err.code !== 'PILE_INVALID_OPTION') throw err;
+          if (!isPileError(err) || err.code !== 'PILE_INVALID_VALUE') throw err;
           refused++;
           return;
         }

@@ -11,7 +11,7 @@ describe('values that would not read back as they were put are refused', () => {
   afterEach(() => pile.close());
 
   it('a function, alone or inside a value, is refused (msgpack would store undefined)', () => {
-    expectPileError(() => pile.put(() => 1), 'PILE_INVALID_OPTION', 'a function');
+    expectPileError(() => pile.put(() => 1), 'PILE_INVALID_VALUE', 'a function');
     expectPileError(
       () =>
         pile.put({
@@ -20,32 +20,32 @@ describe('values that would not read back as they were put are refused', () => {
             return 1;
           },
         }),
-      'PILE_INVALID_OPTION',
+      'PILE_INVALID_VALUE',
       'a function (named)',
     );
-    expectPileError(() => pile.put([1, () => 2]), 'PILE_INVALID_OPTION', 'a function');
+    expectPileError(() => pile.put([1, () => 2]), 'PILE_INVALID_VALUE', 'a function');
     const p = pile.put({ a: 1 });
-    expectPileError(() => pile.set(p, { a: () => 1 }), 'PILE_INVALID_OPTION', 'a function');
+    expectPileError(() => pile.set(p, { a: () => 1 }), 'PILE_INVALID_VALUE', 'a function');
     expect(pile.get(p)).to.deep.equal({ a: 1 });
     expect(pile.stats.objectCount).to.equal(1);
   });
 
   it('a boxed String, Number or Boolean is refused', () => {
-    expectPileError(() => pile.put(new String('abc')), 'PILE_INVALID_OPTION', 'boxed String');
-    expectPileError(() => pile.put(new Number(3)), 'PILE_INVALID_OPTION', 'boxed Number');
-    expectPileError(() => pile.put(new Boolean(false)), 'PILE_INVALID_OPTION', 'boxed Boolean');
+    expectPileError(() => pile.put(new String('abc')), 'PILE_INVALID_VALUE', 'boxed String');
+    expectPileError(() => pile.put(new Number(3)), 'PILE_INVALID_VALUE', 'boxed Number');
+    expectPileError(() => pile.put(new Boolean(false)), 'PILE_INVALID_VALUE', 'boxed Boolean');
     expect(pile.stats.objectCount).to.equal(0);
   });
 
   it('a string with a lone surrogate is refused; paired surrogates round-trip', () => {
-    expectPileError(() => pile.put('a\ud800b'), 'PILE_INVALID_OPTION', 'lone surrogate (U+D800 at index 1)');
-    expectPileError(() => pile.put('\udc00'), 'PILE_INVALID_OPTION', 'lone surrogate');
-    expectPileError(() => pile.put('x\ud83d'), 'PILE_INVALID_OPTION', 'lone surrogate (U+D83D at index 1)');
+    expectPileError(() => pile.put('a\ud800b'), 'PILE_INVALID_VALUE', 'lone surrogate (U+D800 at index 1)');
+    expectPileError(() => pile.put('\udc00'), 'PILE_INVALID_VALUE', 'lone surrogate');
+    expectPileError(() => pile.put('x\ud83d'), 'PILE_INVALID_VALUE', 'lone surrogate (U+D83D at index 1)');
     const ok = 'emoji \ud83d\ude00 and é';
     expect(pile.get(pile.put(ok))).to.equal(ok);
     const view = pile.schema('s', z.object({ s: z.string(), list: z.array(z.string()) }));
-    expectPileError(() => view.put({ s: 'a\udfff', list: [] }), 'PILE_SCHEMA_VIOLATION', 's: a string with a lone surrogate');
-    expectPileError(() => view.put({ s: 'a', list: ['ok', '\ud800'] }), 'PILE_SCHEMA_VIOLATION', 'list[1]: a string with a lone surrogate');
+    expectPileError(() => view.put({ s: 'a\udfff', list: [] }), 'PILE_INVALID_VALUE', 's: a string with a lone surrogate');
+    expectPileError(() => view.put({ s: 'a', list: ['ok', '\ud800'] }), 'PILE_INVALID_VALUE', 'list[1]: a string with a lone surrogate');
     expect(view.get(view.put({ s: ok, list: [ok] }))).to.deep.equal({ s: ok, list: [ok] });
     expect(pile.stats.objectCount).to.equal(2);
     expect(pile.verify().ok).to.equal(true);
@@ -72,9 +72,9 @@ describe('values that would not read back as they were put are refused', () => {
       [{ 'a b': Symbol('s') }, 'value["a b"]: a symbol'],
       [{ deep: { f: () => 1 } }, 'value.deep.f: a function'],
     ];
-    for (const [v, msg] of cases) expectPileError(() => pile.put(v), 'PILE_INVALID_OPTION', msg);
+    for (const [v, msg] of cases) expectPileError(() => pile.put(v), 'PILE_INVALID_VALUE', msg);
     const p = pile.put({ ok: 1 });
-    expectPileError(() => pile.set(p, { ok: -0 }), 'PILE_INVALID_OPTION', 'value.ok: -0');
+    expectPileError(() => pile.set(p, { ok: -0 }), 'PILE_INVALID_VALUE', 'value.ok: -0');
     expect(pile.get(p)).to.deep.equal({ ok: 1 });
     expect(pile.stats.objectCount).to.equal(1);
     expect(pile.verify().ok).to.equal(true);
@@ -109,10 +109,33 @@ describe('values that would not read back as they were put are refused', () => {
     expect(pile.get(pile.put(bare))).to.deep.equal({ a: 1 });
   });
 
-  it('a cyclic value is refused as PILE_INVALID_OPTION, not a RangeError', () => {
+  it('a cyclic value is refused as PILE_INVALID_VALUE, not a RangeError', () => {
     const a: Record<string, unknown> = { x: 1 };
     a.self = a;
-    expectPileError(() => pile.put(a), 'PILE_INVALID_OPTION');
+    expectPileError(() => pile.put(a), 'PILE_INVALID_VALUE');
     expect(pile.stats.objectCount).to.equal(0);
+  });
+});
+
+describe('value faults have their own code', () => {
+  it('a generic put or set of a value that would change is PILE_INVALID_VALUE naming the path, not an option', () => {
+    const pile = openPile();
+    const err = expectPileError(() => pile.put({ a: -0 }), 'PILE_INVALID_VALUE', 'value.a: -0');
+    expect(err.message).to.not.match(/^PILE_|option/);
+    expect(String(err)).to.match(/^PileError \[PILE_INVALID_VALUE\]: value\.a: -0/);
+    expect(err.stack?.split('\n')[0]).to.equal(String(err));
+    const p = pile.put({ a: 1 });
+    expectPileError(() => pile.set(p, { a: [1, -0] }), 'PILE_INVALID_VALUE', 'value.a[1]: -0');
+    expect(pile.get(p)).to.deep.equal({ a: 1 });
+    pile.close();
+  });
+
+  it('a typed put keeps PILE_SCHEMA_VIOLATION for a wrong shape and gives PILE_INVALID_VALUE for a value that would not read back', () => {
+    const pile = openPile();
+    const view = pile.schema('v', z.object({ s: z.string() }));
+    expectPileError(() => view.put({ s: 1 } as never), 'PILE_SCHEMA_VIOLATION', 's: expected string, got number');
+    expectPileError(() => view.put({ s: '\ud800' }), 'PILE_INVALID_VALUE', 's: a string with a lone surrogate');
+    expect(pile.stats.objectCount).to.equal(0);
+    pile.close();
   });
 });

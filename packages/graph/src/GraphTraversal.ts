@@ -1,8 +1,8 @@
 import { PileError, type PilePointer } from '@pile/core';
-import { capacityOf } from './AdjacencyTable';
+import { forEachSlot } from './NodeTables';
 import { PointerDeque } from './PointerDeque';
 import { PointerSet } from './PointerSet';
-import { A_SLOTS, IN_WIDTH, N_IN, N_OUT, OUT_WIDTH } from './RawLayout';
+import { IN_WIDTH, N_IN, N_OUT, OUT_WIDTH } from './RawLayout';
 import type { RawStructure } from './RawStructure';
 import { checkOptions } from './ValueStore';
 
@@ -132,14 +132,7 @@ class Frontier {
   }
 
   private readTable(block: PilePointer, width: number, visit: (k: number) => void): void {
-    const m = this.raw.mem;
-    const b = m.at(this.raw.pile, block, A_SLOTS);
-    const f = m.f64;
-    const cap = capacityOf(m.words, width);
-    for (let i = 0, at = b + A_SLOTS; i < cap; i++, at += width) {
-      const k = f[at]!;
-      if (k > 0) visit(k);
-    }
+    forEachSlot(this.raw, block, width, visit);
   }
 
   /** Pushes neighbor `k` at `depth` unless visited. */

@@ -30,14 +30,7 @@ export class NodeTables {
    * other blocks (blocks never move), so it may change other tables, not this one.
    */
   forEachNeighbor(block: PilePointer, width: number, visit: (key: number, f: Float64Array, at: number) => void): void {
-    const m = this.raw.mem;
-    const b = m.at(this.raw.pile, block, A_SLOTS);
-    const f = m.f64;
-    const cap = capacityOf(m.words, width);
-    for (let i = 0, at = b + A_SLOTS; i < cap; i++, at += width) {
-      const k = f[at]!;
-      if (k > 0) visit(k, f, at);
-    }
+    forEachSlot(this.raw, block, width, visit);
   }
 
   /** Makes sure node `id`'s table `field` exists and takes one more neighbor without growing. */
@@ -133,5 +126,26 @@ export class NodeTables {
         if (!isPileError(err, 'PILE_OUT_OF_SPACE')) throw err;
       }
     }
+  }
+}
+
+/**
+ * Calls `visit(key, f, at)` for each neighbor in table `block` of slot width `width`: `f[at]` is
+ * the neighbor, `f[at + 1]` an out-slot's edge data. `f` and `at` stay valid when `visit` resolves
+ * other blocks (blocks never move), so it may change other tables, not this one.
+ */
+export function forEachSlot(
+  raw: RawStructure,
+  block: PilePointer,
+  width: number,
+  visit: (key: number, f: Float64Array, at: number) => void,
+): void {
+  const m = raw.mem;
+  const b = m.at(raw.pile, block, A_SLOTS);
+  const f = m.f64;
+  const cap = capacityOf(m.words, width);
+  for (let i = 0, at = b + A_SLOTS; i < cap; i++, at += width) {
+    const k = f[at]!;
+    if (k > 0) visit(k, f, at);
   }
 }

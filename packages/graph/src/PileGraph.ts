@@ -26,7 +26,6 @@ import {
   TAG_GRAPH,
   TAG_NODE,
 } from './RawLayout';
-import { openSync } from './GraphSync';
 import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { ValueStore, checkName, checkOptions, checkSchemaOption } from './ValueStore';
 
@@ -62,14 +61,7 @@ export class PileGraph<N, E = undefined> {
     private readonly nodeValues: ValueStore<N>,
     private readonly edgeValues: ValueStore<E>,
   ) {
-    this.raw = new RawStructure(
-      pile,
-      name,
-      header,
-      GRAPH,
-      () => repairGraph(this.raw, this.tables),
-      () => openSync(pile, `graph:${name}:sync`),
-    );
+    this.raw = RawStructure.named(pile, 'graph', name, header, GRAPH, () => repairGraph(this.raw, this.tables));
     this.tables = new NodeTables(this.raw);
   }
 

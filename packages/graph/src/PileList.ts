@@ -17,7 +17,6 @@ import {
   TAG_LIST,
   TAG_LIST_NODE,
 } from './RawLayout';
-import { openSync } from './GraphSync';
 import { RawStructure, asPointer, openHeader, type RawKind } from './RawStructure';
 import { safeDelete, safeHas } from './SafeOps';
 import { ValueStore, checkName, checkOptions, checkSchemaOption } from './ValueStore';
@@ -45,14 +44,7 @@ export class PileList<T> implements Iterable<T> {
     header: PilePointer,
     private readonly values_: ValueStore<T>,
   ) {
-    this.raw = new RawStructure(
-      pile,
-      name,
-      header,
-      LIST,
-      () => this.repair(),
-      () => openSync(pile, `list:${name}:sync`),
-    );
+    this.raw = RawStructure.named(pile, 'list', name, header, LIST, () => this.repair());
   }
 
   /**

@@ -10,6 +10,7 @@ import {
   encodeGuard,
   reentrantError,
 } from '@pile/core';
+import { openSync } from './GraphSync';
 import { PointerSet } from './PointerSet';
 import { RawMemory } from './RawMemory';
 import { B_MAGIC, B_OWNER, H_DIRTY, H_INTENT, H_MAGIC, H_OP, H_VERSION, LAYOUT_VERSION, OP_NONE } from './RawLayout';
@@ -104,6 +105,14 @@ export class RawStructure {
   /** The structure's seqlock words (GraphSync); undefined for one no writer of this version opened. */
   private readonly sync: Uint32Array | undefined;
   readonly state: SharedState;
+
+  /**
+   * The structure of root `<prefix>:<name>` whose seqlock is the root `<prefix>:<name>:sync` (GraphSync):
+   * what PileList and PileGraph open alike.
+   */
+  static named(pile: Pile, prefix: string, name: string, header: PilePointer, kind: RawKind, repair: () => void): RawStructure {
+    return new RawStructure(pile, name, header, kind, repair, () => openSync(pile, `${prefix}:${name}:sync`));
+  }
 
   constructor(
     readonly pile: Pile,

@@ -28,7 +28,7 @@ describe('graph and list handles after close', () => {
       () => graph.hasEdge(nodes[0]!, nodes[1]!),
       () => [...graph.traverse(nodes[0]!)],
     ]) {
-      expect(call).to.throw(/PILE_CLOSED/);
+      expect(call).to.throw().with.property('code', 'PILE_CLOSED');
     }
   });
 });

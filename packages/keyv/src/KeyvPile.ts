@@ -107,9 +107,9 @@ export class KeyvPile extends EventEmitter {
 
   /**
    * Stores `value` under `key`, expiring `ttl` ms from now (undefined or 0: never). Resolves true.
-   * @throws PILE_INVALID_OPTION for a key that is not a string, a bad ttl, or (without `raw`) a value
-   *   that is not a string; with `raw`, a value the cache's codec would not give back as it was (the message names the path)
-   * @throws PILE_SCHEMA_VIOLATION for a raw value the cache refuses (a lone surrogate, a Map), naming the path
+   * @throws PILE_INVALID_OPTION for a key that is not a string or a bad ttl
+   * @throws PILE_INVALID_VALUE (without `raw`) for a value that is not a string; with `raw`, for a value
+   *   the cache's codec would not give back as it was (a lone surrogate, a function, a Map), naming the path
    * @throws PILE_TOO_LARGE when the value does not fit in one segment (raise segmentSize when the pile is created)
    * @throws PILE_OUT_OF_SPACE when the disk is full, or maxMemory is reached and nothing is left to evict
    * @throws PILE_CLOSED, PILE_LOCKED as {@link KeyvPile.get}
@@ -257,9 +257,9 @@ export class KeyvPile extends EventEmitter {
   private checkEntry(key: unknown, value: unknown, ttl: unknown): number | undefined {
     checkKey(key);
     if (!this.opts.raw && typeof value !== 'string') {
-      throw invalidKeyvOption(
-        'value',
-        `KeyvPile stores the strings Keyv serializes, got ${value === null ? 'null' : typeof value}; to store values without Keyv's JSON step give KeyvPile raw: true and Keyv serialize: undefined, deserialize: undefined (docs/keyv.md)`,
+      throw new PileError(
+        'PILE_INVALID_VALUE',
+        `value: KeyvPile stores the strings Keyv serializes, got ${value === null ? 'null' : typeof value}; to store values without Keyv's JSON step give KeyvPile raw: true and Keyv serialize: undefined, deserialize: undefined (docs/keyv.md)`,
       );
     }
     if (ttl === undefined || ttl === 0) return undefined;

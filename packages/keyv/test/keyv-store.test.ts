@@ -48,16 +48,16 @@ describe('keyv: the KeyvPile store', () => {
     expect(await s.delete('a')).to.equal(false);
     expect(await s.deleteMany(['x', 'b'])).to.equal(true);
     expect(await s.deleteMany(['x', 'b'])).to.equal(false);
-    for (const [call, text] of [
-      [() => s.set('k', 'v', -1), 'option ttl'],
-      [() => s.set('k', { o: 1 }), 'raw: true'],
-      [() => s.get(5 as never), 'option key'],
+    for (const [call, code, text] of [
+      [() => s.set('k', 'v', -1), 'PILE_INVALID_OPTION', 'option ttl'],
+      [() => s.set('k', { o: 1 }), 'PILE_INVALID_VALUE', 'value: KeyvPile stores the strings'],
+      [() => s.get(5 as never), 'PILE_INVALID_OPTION', 'option key'],
     ] as const) {
       const err = await call().then(
         () => undefined,
         (e: unknown) => e,
       );
-      expect(isPileError(err, 'PILE_INVALID_OPTION'), String(err)).to.equal(true);
+      expect(isPileError(err, code), String(err)).to.equal(true);
       expect((err as Error).message).to.include(text);
     }
     await s.disconnect();
@@ -73,6 +73,24 @@ describe('keyv: the KeyvPile store', () => {
     expect(back).to.deep.equal(value);
     expect(Buffer.isBuffer(back!.buf)).to.equal(true);
     await keyv.disconnect();
+  });
+
+  it('raw: a value that would not read back as it was is PILE_INVALID_VALUE naming its path, and nothing is stored', async () => {
+    const store = new KeyvPile({ dir, raw: true });
+    for (const [value, text] of [
+      [new Map([['a', 1]]), 'value: a Map'],
+      [{ list: ['ok', 'a\ud800'] }, 'value.list[1]: a string with a lone surrogate'],
+      [{ n: -0 }, 'value.n: -0'],
+    ] as const) {
+      const err = await store.set('bad', value).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isPileError(err, 'PILE_INVALID_VALUE'), String(err)).to.equal(true);
+      expect((err as Error).message).to.include(text);
+    }
+    expect(await store.has('bad')).to.equal(false);
+    await store.disconnect();
   });
 
   it('clear keeps to the namespace; iterator yields the namespace’s entries; KeyvPiles of one dir share its cache', async () => {

@@ -41,7 +41,7 @@ export interface Mapping {
 }
 
 /**
- * What both kinds of mapping have: the range methods and the warm-up of issue 19. Documented once
+ * What both kinds of mapping have: the range methods and the warm-up. Documented once
  * here; {@link Mapping} repeats the older ones with their original comments.
  */
 export interface MappedRange {
@@ -55,7 +55,7 @@ export interface MappedRange {
   advise(offset: number, length: number, advice: number): void;
   /**
    * Faults the pages touching [offset, offset + length) in for reading, on the libuv thread pool,
-   * so that reads right after an open do not each take a page fault (issue 19's warm option). The
+   * so that reads right after an open do not each take a page fault (the pile's warm option). The
    * main thread is never blocked: it goes on serving reads meanwhile. `how` 'auto' (the default)
    * uses `MADV_POPULATE_READ` (Linux 5.14+, see {@link NativeBinding.populateReadSupported}) and
    * reads one byte per page where the kernel lacks it; 'touch' always reads. Resolves with the

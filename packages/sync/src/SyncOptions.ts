@@ -39,6 +39,14 @@ export interface SyncOptions {
    * Default false: no value is ever written to Redis.
    */
   l2?: boolean;
+  /**
+   * Milliseconds {@link SyncedCache.ready} waits for this host to reach Redis and catch up with the
+   * stream: past them it rejects with PILE_UNAVAILABLE naming the Redis address, and a warning of that
+   * code is emitted (`process.emitWarning`), instead of the tables serving no local hit in silence.
+   * The connections go on retrying; a later catch-up makes the tables serve local hits again.
+   * 0: wait for ever. Default 10000.
+   */
+  connectTimeoutMs?: number;
 }
 
 /** Options after validation. */
@@ -50,9 +58,10 @@ export interface ResolvedSyncOptions {
   batch: number;
   onInvalidate: ((table: string, key: CacheKey) => void) | undefined;
   l2: boolean;
+  connectTimeoutMs: number;
 }
 
-const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch', 'onInvalidate', 'l2']);
+const KEYS = new Set(['redis', 'stream', 'maxLen', 'maxLag', 'origin', 'batch', 'onInvalidate', 'l2', 'connectTimeoutMs']);
 
 function invalid(option: string, message: string): PileError {
   return new PileError('PILE_INVALID_OPTION', `option ${option}: ${message}`);
@@ -66,6 +75,7 @@ export function resolveSyncOptions(options: SyncOptions): ResolvedSyncOptions {
     throw invalid('redis', 'expected an ioredis client, a redis:// URL or ioredis options');
   }
   const { stream = 'pile:inv', maxLen = 1_000_000, maxLag = 5000, origin, batch = 1000, onInvalidate, l2 = false } = options;
+  const { connectTimeoutMs = 10_000 } = options;
   if (typeof stream !== 'string' || stream === '') throw invalid('stream', 'expected a non-empty string');
   if (!Number.isSafeInteger(maxLen) || maxLen < 1) throw invalid('maxLen', `expected a positive integer, got ${String(maxLen)}`);
   if (typeof maxLag !== 'number' || !Number.isFinite(maxLag) || maxLag < 10 || maxLag > 2 ** 31 - 1)
@@ -77,5 +87,7 @@ export function resolveSyncOptions(options: SyncOptions): ResolvedSyncOptions {
   if (onInvalidate !== undefined && typeof onInvalidate !== 'function')
     throw invalid('onInvalidate', 'expected a function (table, key) => void');
   if (typeof l2 !== 'boolean') throw invalid('l2', `expected true or false, got ${String(l2)}`);
-  return { stream, maxLen, maxLag, origin, batch, onInvalidate, l2 };
+  if (!Number.isSafeInteger(connectTimeoutMs) || connectTimeoutMs < 0 || connectTimeoutMs > 2 ** 31 - 1)
+    throw invalid('connectTimeoutMs', `expected milliseconds from 0 (wait for ever) to 2^31-1, got ${String(connectTimeoutMs)}`);
+  return { stream, maxLen, maxLag, origin, batch, onInvalidate, l2, connectTimeoutMs };
 }

@@ -75,7 +75,11 @@ export function syncCache(cache: PileCache, options: SyncOptions): SyncedCache {
 
 /** A {@link PileCache} attached to an invalidation log in a Redis Stream. See docs/distributed.md. */
 export class SyncedCache implements LoadOwner {
-  /** Resolves the first time this host has caught up with the stream (tables serve local hits from then on). */
+  /**
+   * Resolves the first time this host has caught up with the stream (tables serve local hits from then
+   * on). Rejects with PILE_UNAVAILABLE, naming the Redis address and the last connection error, when
+   * that did not happen within `connectTimeoutMs` (the connections go on retrying).
+   */
   readonly ready: Promise<void>;
   /** The last Redis error met (they are retried, never thrown). */
   lastError: unknown;
@@ -103,6 +107,7 @@ export class SyncedCache implements LoadOwner {
   /** @internal The second tier, when the l2 option is on. */
   readonly l2: SecondTier | undefined;
   private resolveReady!: () => void;
+  private readyTimer: NodeJS.Timeout | undefined;
   private readonly following: Promise<void>;
 
   /** Use {@link syncCache}. */
@@ -136,9 +141,22 @@ export class SyncedCache implements LoadOwner {
       this.pubEpoch = undefined;
       this.schedulePublish();
     });
-    this.ready = new Promise((resolve) => {
-      this.resolveReady = resolve;
+    this.ready = new Promise((resolve, reject) => {
+      this.resolveReady = () => {
+        clearTimeout(this.readyTimer);
+        resolve();
+      };
+      if (this.opts.connectTimeoutMs > 0) {
+        this.readyTimer = setTimeout(() => {
+          const err = this.unavailable(options.redis);
+          process.emitWarning(err.message, { type: 'PileWarning', code: err.code });
+          reject(err);
+        }, this.opts.connectTimeoutMs);
+        this.readyTimer.unref();
+      }
     });
+    // A caller that never awaits ready must not see an unhandled rejection; one that does gets it.
+    this.ready.catch(() => undefined);
     this.timer = setInterval(() => this.checkLag(), this.tick);
     this.timer.unref();
     this.following = this.follow();
@@ -192,6 +210,7 @@ export class SyncedCache implements LoadOwner {
     }
     this.closed = true;
     clearInterval(this.timer);
+    clearTimeout(this.readyTimer);
     if (!this.cache.isClosed) this.cache.setHook(undefined);
     this.sub.disconnect();
     this.pub.disconnect();
@@ -512,10 +531,34 @@ export class SyncedCache implements LoadOwner {
     }
   }
 
+  private unavailable(redis: SyncOptions['redis']): PileError {
+    const last = this.lastError instanceof Error ? `; last error: ${this.lastError.message}` : '';
+    return new PileError(
+      'PILE_UNAVAILABLE',
+      `Redis at ${redisAddress(redis)} was not reached (or the stream ${this.opts.stream} not caught up with) within connectTimeoutMs ${this.opts.connectTimeoutMs} ms${last}; tables serve no local hit until it is, the connections go on retrying`,
+    );
+  }
+
   private markLoads(table: string, id: string): void {
     const list = this.loads.get(`${table}\u0000${id}`);
     if (list !== undefined) for (const l of list) l.stale = true;
   }
+}
+
+/** Where `redis` points, as a URL without its password. */
+function redisAddress(redis: SyncOptions['redis']): string {
+  if (typeof redis === 'string') {
+    try {
+      const u = new URL(redis);
+      if (u.password !== '') u.password = '***';
+      return u.toString();
+    } catch {
+      return redis;
+    }
+  }
+  const o: RedisOptions = redis instanceof Redis ? redis.options : redis;
+  if (o.path !== undefined) return `redis+unix://${o.path}`;
+  return `redis://${o.host ?? 'localhost'}:${o.port ?? 6379}`;
 }
 
 function connect(redis: SyncOptions['redis'], name: string): Redis {

@@ -5,7 +5,7 @@ import { COORD } from '../concurrency/CoordFile';
 import { NO_READER, type ReaderTable } from '../concurrency/ReaderTable';
 import type { Segment } from '../storage/Segment';
 
-// Deferred reuse (issue 17, point 4; docs/concurrency.md, "Deferred reuse"): a block freed while a
+// Deferred reuse (docs/concurrency.md, "Deferred reuse"): a block freed while a
 // read session of any open is live is retired instead, onto a list in pile.coord, and handed to the
 // free lists once every live session began after it was retired (LMDB's oldest-reader rule).
 

@@ -26,7 +26,7 @@ export const ROW = 224;
  * What an append to the tail's segment adds to the counters (block bytes cut, payload bytes, records),
  * kept in JS fields of their own (Allocator's pend*) instead of that segment's row and the pile's
  * counters: appending, the hottest write, then updates two fields per block where format 4 had it
- * update a row beside the pile's counters (docs/benchmarks.md, issue 19). Other writes update rows and
+ * update a row beside the pile's counters (docs/benchmarks.md). Other writes update rows and
  * the pile's counters directly (a delta is a delta wherever it is kept). Rows and the pile's counters
  * are read (stats, verify, a checkpoint, the writer turn's release, the merge walk's test) or
  * overwritten (recovery, rebuild, a new tail segment, the sums) only after foldTail() added them in.

@@ -32,7 +32,7 @@ const SEQ_WORD = 5;
  * segment's DataView, where the load before the read went through its Uint32Array. Atomics.load
  * is not inlined by V8 (each call runs the AtomicsLoad builtin, which validates the array again):
  * it made a mapped pile's random typed get several per cent slower than this load does
- * (benchmarks/results/comparisons.md, "Issue 13: the mapped get's check"). The plain load keeps
+ * (benchmarks/results/comparisons.md, the section on the mapped get's check). The plain load keeps
  * what the check needs: a compiler forwards a load only from an earlier access to the same base
  * and index, and it can not know that two views share memory, so the second load is never merged
  * with the first; V8 keeps loads of typed arrays and DataViews in program order on the effect

@@ -11,7 +11,7 @@ import { COORD, COORD_VERSION, HEAD_SIZE } from './CoordLayout';
 import { LIFE_SIZE, TurnLock } from './TurnLock';
 import type { UndoPlaces } from '../recovery/UndoLog';
 
-// The coordination file of issue 17 (docs/format.md, "The coordination file"; docs/concurrency.md):
+// The coordination file (docs/format.md, "The coordination file"; docs/concurrency.md):
 // what every process that opens a pile shares while it is open. It holds no data of its own: every
 // field is derived from pile.meta and the segment files, so a file that no live process maps is
 // laid out afresh by the next opener; but one that a process of this boot left with its rows live
@@ -250,14 +250,10 @@ export class CoordFile {
    */
   static openReader(dir: string, segmentSize: number, pileId: number): CoordFile | undefined {
     const file = path.join(dir, COORD_FILE_NAME);
-    let fd: number;
-    try {
-      // O_RDWR: a shared mapping of a SharedArrayBuffer is writable. A read-only open writes its own
-      // slot of the reader table and the session count, nothing else.
-      fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW);
-    } catch {
-      return undefined;
-    }
+    // O_RDWR: a shared mapping of a SharedArrayBuffer is writable. A read-only open writes its own
+    // slot of the reader table and the session count, nothing else.
+    const fd = openExisting(file, fs.constants.O_RDWR);
+    if (fd === undefined) return undefined;
     try {
       if (!fs.fstatSync(fd).isFile() || fs.fstatSync(fd).size < COORD_SIZE) {
         fs.closeSync(fd);
@@ -347,12 +343,8 @@ export class CoordFile {
   /** Whether a live read-write open of the pile in `dir` (this process's included) holds pile.coord. */
   static writersLive(dir: string): boolean {
     const file = path.join(dir, COORD_FILE_NAME);
-    let fd: number;
-    try {
-      fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    } catch {
-      return false;
-    }
+    const fd = openExisting(file, fs.constants.O_RDONLY);
+    if (fd === undefined) return false;
     try {
       return native.ofdHolder(fd, LOCK_WRITERS, 1, 'write', file) !== null;
     } catch {
@@ -516,4 +508,13 @@ function layOut(u32: Uint32Array, segmentSize: number, pileId: number): void {
   // After the fills, which zeroed every liveness mutex's stamp: each is made afresh at its slot's next claim.
   TurnLock.layOut(u32);
   Atomics.store(u32, COORD.READY >>> 2, 1);
+}
+
+/** `file` opened with `flags`, never through a symbolic link; undefined when it can not be (absent, a link, no permission). */
+function openExisting(file: string, flags: number): number | undefined {
+  try {
+    return fs.openSync(file, flags | fs.constants.O_NOFOLLOW);
+  } catch {
+    return undefined;
+  }
 }

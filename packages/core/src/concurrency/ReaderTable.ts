@@ -2,7 +2,7 @@ import { native } from '@pile/native';
 import { COORD } from './CoordLayout';
 import { PileError } from '../PileError';
 
-// The reader table of pile.coord (issue 17, point 4; docs/concurrency.md, "Read sessions and the
+// The reader table of pile.coord (docs/concurrency.md, "Read sessions and the
 // reader table"; docs/format.md). Every open that maps pile.coord claims a slot and keeps it while
 // it is open; a walk (entries(), a graph or list walk, a cache iteration) stores the pile's epoch in
 // it for as long as it runs. A writer learns from the table which epochs live readers may still be

@@ -2,7 +2,7 @@ import { native, type Futex, type SharedMapping, type SharedMutex } from '@pile/
 import { COORD } from './CoordLayout';
 import { PileError } from '../PileError';
 
-// The lock of the writer turn (issue 17; docs/concurrency.md, "The writer turn"): a word of
+// The lock of the writer turn (docs/concurrency.md, "The writer turn"): a word of
 // pile.coord that names the thread holding the turn, taken and released with Atomics when nobody
 // waits, and a robust mutex per open that says whether that thread still lives.
 //
@@ -39,7 +39,7 @@ const GEN_MASK = 0xfffff;
  * timed-out futex wait and a trylock, 20-50 us of CPU here: every 1 ms that is 3 % of a CPU, too
  * much for a waiter behind a holder that is stopped or in a long batch, every 10 ms about 1 %. A
  * holder killed in a short write is found within about a millisecond (after the kernel ended it)
- * instead of 5 on average and up to 10 (issue 17's bar: 100 ms from the kill to the next write).
+ * instead of 5 on average and up to 10 (the bar: 100 ms from the kill to the next write).
  */
 const FIRST_CHECK_MS = 1;
 const FAST_FOR_MS = 100;

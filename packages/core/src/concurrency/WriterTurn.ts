@@ -85,7 +85,7 @@ function releaseAtExit(): void {
 }
 
 /**
- * The writer turn of issue 17: one thread of one process writes at a time, any may take the turn
+ * The writer turn: one thread of one process writes at a time, any may take the turn
  * (docs/concurrency.md, "The writer turn").
  *
  * Taking it locks the writer mutex of pile.coord (sleeping in the kernel while another holds it,

@@ -7,6 +7,7 @@ import { PileError } from '../PileError';
 import type { PilePointer } from './PilePointer';
 import type { PointerFormat } from './PointerFormat';
 import { compileDescriptor, isCompatibleEvolution, type CompiledSchema, type SchemaDescriptor } from '../schema/SchemaCompiler';
+import { schemaDifference } from '../schema/SchemaDescriptor';
 import type { Segment } from '../storage/Segment';
 import { mapNewSegments, type SegmentHost } from '../storage/SegmentTable';
 import type { StructureStore } from './ValueEncoding';
@@ -241,7 +242,7 @@ export class Catalog implements StructureStore {
         if (!isCompatibleEvolution(known.descriptor, codec.descriptor)) {
           throw new PileError(
             'PILE_SCHEMA_MISMATCH',
-            `schema '${name}' does not match the one stored in the pile (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`,
+            `schema '${name}' does not match the one stored in the pile: ${schemaDifference(known.descriptor, codec.descriptor) ?? 'the layouts differ'} (fingerprint ${known.fingerprint}, given ${codec.fingerprint}); only optional fields appended at the end are a compatible change`,
           );
         }
         if (readonly) throw new PileError('PILE_READONLY', `schema '${name}' would be evolved, but the pile is read-only`);

@@ -166,6 +166,8 @@ export abstract class RecordStore extends ReadState {
    * @throws PILE_OUT_OF_SPACE when maxMemory is reached
    * @throws PILE_READONLY, PILE_CLOSED
    * @throws PILE_INVALID_OPTION for a bad `preallocate`
+   * @throws PILE_INVALID_VALUE naming the path (`value.items[1]`) of a part that would not read back
+   *   as it was (a function, -0, a lone surrogate, a cycle, ...); nothing is written
    */
   put(value: unknown, opts?: { preallocate?: number }): PilePointer {
     this.writable();
@@ -217,6 +219,7 @@ export abstract class RecordStore extends ReadState {
    * block; otherwise the value moves to a new block and the old one becomes a link to it.
    * Atomic across a crash: a journal record makes the old or the new value survive whole.
    * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
+   * @throws PILE_INVALID_VALUE as {@link put}; nothing is written
    */
   set(ptr: PilePointer, value: unknown): void {
     this.writable();

@@ -215,7 +215,7 @@ function keyPath(k: string): string {
 }
 
 /** msgpackr's writeFunction: a function would be stored as undefined, so it is refused. */
-export function refuseFunction(code: 'PILE_INVALID_OPTION' | 'PILE_SCHEMA_VIOLATION'): (fn: unknown) => never {
+export function refuseFunction(code: 'PILE_INVALID_VALUE' | 'PILE_SCHEMA_VIOLATION'): (fn: unknown) => never {
   return (fn: unknown) => {
     const name = typeof fn === 'function' && fn.name !== '' ? ` (${fn.name})` : '';
     throw new PileError(code, `value: a function${name} can not be stored: it would read back as undefined`);

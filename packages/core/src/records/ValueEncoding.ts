@@ -14,7 +14,6 @@ import {
 } from '../storage/BlockFormat';
 import { encodeGuard } from './EncodeGuard';
 import { PileError } from '../PileError';
-import { invalid } from '../PileOptions';
 import type { CompiledSchema } from '../schema/SchemaCompiler';
 import type { Segment } from '../storage/Segment';
 import { genericValueFault, illFormedString, refuseFunction } from './ValueCheck';
@@ -120,7 +119,7 @@ export class ValueEncoding {
       // the extensions; without them msgpackr writes a Float64Array as garbage bytes.
       moreTypes: true,
       // Without it msgpackr stores a function as undefined, silently.
-      writeFunction: refuseFunction('PILE_INVALID_OPTION'),
+      writeFunction: refuseFunction('PILE_INVALID_VALUE'),
       getStructures: () => store.getStructures() as never,
       saveStructures: (structures: unknown) => store.saveStructures(structures as unknown[]),
     } as never);
@@ -225,7 +224,7 @@ export class ValueEncoding {
     this.value = value;
     if (typeof value === 'string') {
       const bad = illFormedString(value);
-      if (bad !== undefined) throw invalid('value', bad);
+      if (bad !== undefined) throw new PileError('PILE_INVALID_VALUE', `value: ${bad}`);
       this.kind = KIND_STRING;
       this.len = Buffer.byteLength(value, 'utf8');
     } else if (value instanceof Uint8Array) {
@@ -240,7 +239,7 @@ export class ValueEncoding {
       GUARD.depth++;
       try {
         const bad = genericValueFault(value, true);
-        if (bad !== undefined) throw new PileError('PILE_INVALID_OPTION', `option ${bad}`);
+        if (bad !== undefined) throw new PileError('PILE_INVALID_VALUE', bad);
         // In this mode pack() hands back its whole buffer with start and end instead of a new
         // subarray: one Buffer object less per put, a tenth of a generic put's time in a profile
         // (fresh in-memory pile, benchmarks/compare). A pack that saved structures still hands back
@@ -251,7 +250,7 @@ export class ValueEncoding {
         // shape would name an id the catalog does not list.
         this.forgetStructures();
         if (err instanceof PileError) throw err;
-        throw invalid('value', `can not be encoded by msgpackr: ${(err as Error).message}`);
+        throw new PileError('PILE_INVALID_VALUE', `value: can not be encoded by msgpackr: ${(err as Error).message}`);
       } finally {
         GUARD.depth--;
       }

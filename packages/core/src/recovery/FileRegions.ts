@@ -11,7 +11,7 @@ import { R_SPAN, ROW } from '../alloc/SegmentRows';
 
 // A recovery from a checkpoint that must walk a whole segment (deletes, sets, reused blocks since
 // the checkpoint) reads it with pread and writes its free runs with pwrite, without mapping it.
-// Measured on this project's VM (docs/benchmarks.md, issue 19): a walk through a fresh mapping of a
+// Measured on this project's VM (docs/benchmarks.md): a walk through a fresh mapping of a
 // 256 MiB segment spent more in page faults (one per 4 KiB page read, 2 to 3 µs each) than in the
 // checksums, and each page recovery then wrote took a write fault of 15 to 50 µs; pread copies the
 // same page-cache pages without faults, and a pwrite of a 32-byte header costs a few µs. The

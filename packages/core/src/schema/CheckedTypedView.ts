@@ -18,7 +18,7 @@ import { TypedView } from './TypedView';
  * RecordStore.getTypedChecked, which took them from quickLocate through fields of the pile (two of
  * them pointer stores with a write barrier) and loaded them back, a checked mapped get ran 753
  * instructions of JavaScript against 515 this way (6fa42f2's unchecked get 587;
- * benchmarks/results/comparisons.md, "Issue 13: the mapped put and get in instructions").
+ * benchmarks/results/comparisons.md, the section on the mapped put and get in instructions).
  */
 export class CheckedTypedView<T> extends TypedView<T> {
   /** get()'s code: field()'s compiled check and read, for the whole record. */

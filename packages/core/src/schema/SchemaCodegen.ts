@@ -245,7 +245,7 @@ class Generator {
    * The value was measured before, but a getter, proxy or transform may give something else when
    * read again here: each value read is checked once more (type, range, and room left before
    * `end`), so what is written is exactly what was read, and a value that grew between the two
-   * reads fails with PILE_SCHEMA_VIOLATION instead of writing over the next block.
+   * reads fails with PILE_INVALID_VALUE instead of writing over the next block.
    */
   encode(node: LayoutNode, x: string, p: Pos, path: Path, root = false): string {
     const P = renderPath(path);
@@ -497,7 +497,7 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   // object can not change between two reads). Their typed put inlines it whole, where the check as
   // a call of encode's own (to keep encode under TurboFan's 460-byte inlining limit) was a call per
   // put that TurboFan did not inline once the put's budget was spent (44 instructions a mapped put,
-  // benchmarks/results/comparisons.md, "Issue 13: the mapped put and get in instructions").
+  // benchmarks/results/comparisons.md, the section on the mapped put and get in instructions).
   const encodeBody = g.encode(root, 'x', rootPos, [], true);
 
   const fast: string[] = [];

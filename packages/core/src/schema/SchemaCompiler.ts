@@ -45,6 +45,7 @@ export interface CompiledSchema<T> {
    * Validates `value` against the shape and returns the exact byte count {@link encode} will write.
    * @throws PileError PILE_SCHEMA_VIOLATION naming the path (e.g. `items[3].name: expected string, got number`);
    *   with `validate: true` also for any zod issue (refinements, min/max...), with zod's path and message.
+   * @throws PileError PILE_INVALID_VALUE naming the path of a string with a lone surrogate.
    */
   measure(value: T): number;
   /**
@@ -60,7 +61,8 @@ export interface CompiledSchema<T> {
    * as it is written, so a value that changed since it was measured (a getter, a proxy) is written as
    * read or refused, never past `end`. `view` must be a DataView over the same memory as `buf`
    * (`view.byteOffset === buf.byteOffset`).
-   * @throws PileError PILE_SCHEMA_VIOLATION when the value no longer fits the shape or `end`; bytes
+   * @throws PileError PILE_SCHEMA_VIOLATION when the value read again no longer fits the shape;
+   *   PILE_INVALID_VALUE when it no longer fits `end` (it changed since it was measured); bytes
    *   in `[offset, end)` may have been written.
    */
   encode(value: T, buf: Buffer, view: DataView, offset: number, end: number): number;
@@ -146,12 +148,12 @@ function failValue(path: string, expected: string, value: unknown): never {
 }
 
 function illFormed(path: string, value: string): never {
-  throw new PileError('PILE_SCHEMA_VIOLATION', `${path}: ${illFormedString(value) ?? 'ill-formed string'}`);
+  throw new PileError('PILE_INVALID_VALUE', `${path}: ${illFormedString(value) ?? 'ill-formed string'}`);
 }
 
 function overflow(path: string, room: number): never {
   throw new PileError(
-    'PILE_SCHEMA_VIOLATION',
+    'PILE_INVALID_VALUE',
     `${path}: the value changed while it was being stored and no longer fits the ${room} bytes measured for it; nothing is written`,
   );
 }

@@ -123,3 +123,70 @@ export function isCompatibleEvolution(older: SchemaDescriptor, newer: SchemaDesc
   }
   return true;
 }
+
+/** A layout node as a short type expression: `int32`, `string[]`, `float64 | null (optional)`, `{ a, b }`. */
+export function describeSchemaType(t: SchemaTypeDescriptor | undefined): string {
+  if (t === undefined || t === null || typeof t !== 'object') return 'nothing';
+  switch (t.kind) {
+    case 'enum':
+      return `enum(${t.values.map((v) => ('value' in v ? JSON.stringify(v.value) : v.type)).join(', ')})`;
+    case 'maybe':
+      return `${describeSchemaType(t.of)}${t.nullable ? ' | null' : ''}${t.optional ? ' (optional)' : ''}`;
+    case 'array':
+      return `${describeSchemaType(t.of)}[]`;
+    case 'object':
+      return `{ ${t.fields.map((f) => f.name).join(', ')} }`;
+    default:
+      return t.kind;
+  }
+}
+
+function fieldPath(prefix: string, name: string): string {
+  return prefix === '' ? name : `${prefix}.${name}`;
+}
+
+function typeDifference(path: string, stored: SchemaTypeDescriptor, given: SchemaTypeDescriptor): string | undefined {
+  if (canonicalJson(stored) === canonicalJson(given)) return undefined;
+  if (stored.kind === 'object' && given.kind === 'object') return fieldsDifference(path, stored.fields, given.fields, false);
+  if (stored.kind === 'array' && given.kind === 'array') return typeDifference(`${path}[]`, stored.of, given.of);
+  if (stored.kind === 'maybe' && given.kind === 'maybe' && stored.nullable === given.nullable && stored.optional === given.optional) {
+    return typeDifference(path, stored.of, given.of);
+  }
+  return `field "${path}": stored ${describeSchemaType(stored)}, given ${describeSchemaType(given)}`;
+}
+
+function fieldsDifference(
+  prefix: string,
+  stored: readonly SchemaFieldDescriptor[],
+  given: readonly SchemaFieldDescriptor[],
+  top: boolean,
+): string | undefined {
+  for (let i = 0; i < Math.max(stored.length, given.length); i++) {
+    const s = stored[i];
+    const g = given[i];
+    if (s === undefined) {
+      // Optional fields appended to the top level are the one compatible change.
+      if (top && g!.type.kind === 'maybe' && g!.type.optional) continue;
+      const why = top ? ' (only optional fields may be appended)' : '';
+      return `field "${fieldPath(prefix, g!.name)}": stored no such field, given ${describeSchemaType(g!.type)}${why}`;
+    }
+    if (g === undefined) return `field "${fieldPath(prefix, s.name)}": stored ${describeSchemaType(s.type)}, given no such field`;
+    if (s.name !== g.name) {
+      return `field ${i + 1}${prefix === '' ? '' : ` of "${prefix}"`}: stored "${s.name}" (${describeSchemaType(s.type)}), given "${g.name}" (${describeSchemaType(g.type)})`;
+    }
+    const d = typeDifference(fieldPath(prefix, s.name), s.type, g.type);
+    if (d !== undefined) return d;
+  }
+  return undefined;
+}
+
+/**
+ * The first difference that makes `given` unable to read records written under `stored`, as the
+ * field path and each side's view of it (`field "address.zip": stored int32, given string`), in field
+ * order; undefined when {@link isCompatibleEvolution} holds. Never throws.
+ */
+export function schemaDifference(stored: SchemaDescriptor, given: SchemaDescriptor): string | undefined {
+  if (!isDescriptor(stored)) return 'the stored descriptor is not one this build reads';
+  if (!isDescriptor(given)) return 'the given descriptor is not a pile-typed descriptor';
+  return fieldsDifference('', stored.fields, given.fields, true);
+}

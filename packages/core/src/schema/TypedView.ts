@@ -35,6 +35,8 @@ export class TypedView<T> {
   /**
    * Stores a value of the schema.
    * @throws PILE_SCHEMA_VIOLATION naming the path of the first mismatch; nothing is written
+   * @throws PILE_INVALID_VALUE naming the path of a string with a lone surrogate, or of a value that
+   *   changed while it was stored (a getter or proxy); nothing is written
    * @throws PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
    */
   put(value: T): PilePointer {
@@ -76,6 +78,7 @@ export class TypedView<T> {
   /**
    * Replaces the record's value in place (or through a link when it grew); the pointer stays valid.
    * @throws PILE_SCHEMA_VIOLATION naming the path; nothing is written
+   * @throws PILE_INVALID_VALUE as {@link put}; nothing is written
    * @throws PILE_SCHEMA_MISMATCH when the record is not of this schema
    * @throws PILE_INVALID_POINTER, PILE_STALE_POINTER, PILE_TOO_LARGE, PILE_OUT_OF_SPACE, PILE_READONLY, PILE_CLOSED
    */

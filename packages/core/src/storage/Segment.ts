@@ -155,7 +155,7 @@ export class Segment {
    * a large pile (a cache table's slots and entries) otherwise miss the TLB on most accesses, and
    * a miss costs a page walk, which in a virtual machine walks two page tables: with 2 MiB pages
    * a cache's replacing put ran 3 to 12 % faster in one-process comparisons (docs/benchmarks.md,
-   * "Issue 13: the cache put", 2026-12-02). The first
+   * the cache put, 2026-12-02). The first
    * 2 MiB keep 4 KiB pages, so a small pile commits only the pages it writes. A kernel without
    * THP refuses the advice, and the segment keeps 4 KiB pages.
    * @throws PILE_OUT_OF_SPACE when the memory can not be mapped

@@ -71,7 +71,8 @@ export class JsonRecordSplitter {
   private parts: Buffer[] = [];
   private partBytes = 0;
   private start: InputPosition = { line: 1, column: 1, byte: 0 };
-  private depth = 0;
+  /** The brackets and braces open in the current array element, innermost last. */
+  private open: number[] = [];
   private inString = false;
   private escaped = false;
   /** In NDJSON mode: a record (line) has started and not ended yet. */
@@ -145,17 +146,19 @@ export class JsonRecordSplitter {
           } else if (b === QUOTE) {
             this.inString = true;
           } else if (b === LBRACE || b === LBRACKET) {
-            this.depth++;
+            this.open.push(b);
           } else if (b === RBRACE || b === RBRACKET) {
-            if (this.depth === 0) {
+            if (this.open.length === 0) {
               if (b === RBRACE) throw this.errorAt(i, "unexpected '}'");
               this.emit(chunk, recStart, i, onValue);
               recStart = -1;
               this.mode = Mode.ArrayDone;
-            } else {
-              this.depth--;
+            } else if (this.open.pop() !== (b === RBRACE ? LBRACE : LBRACKET)) {
+              // A close that does not match its opener ends the element here, so that JSON.parse
+              // reports this byte, not the end of the input where the array turns out unclosed.
+              this.emit(chunk, recStart, i + 1, onValue);
             }
-          } else if (b === COMMA && this.depth === 0) {
+          } else if (b === COMMA && this.open.length === 0) {
             this.emit(chunk, recStart, i, onValue);
             recStart = -1;
             this.mode = Mode.ArrayValue;
@@ -194,7 +197,7 @@ export class JsonRecordSplitter {
           }
           if (b === COMMA || b === RBRACKET) throw this.errorAt(i, `expected a value, found '${String.fromCharCode(b)}'`);
           this.mode = Mode.Element;
-          this.depth = 0;
+          this.open = [];
           this.inString = false;
           this.escaped = false;
           recStart = i;

@@ -44,6 +44,10 @@ describe('JsonRecordSplitter', () => {
       ['[1,2]x', [1, 2], 1, 6, 5, /after the end of the array/],
       ['[1,\n2', [1], 2, 2, 5, /not closed/],
       ['[{"é":1},{"x":1,}]', [{ é: 1 }], 1, 18, 17, /property name/],
+      // A close that does not match its opener is the bad byte, not the end of the input.
+      ['[{"id":1},{"id":2,]', [{ id: 1 }], 1, 19, 18, /property name/],
+      ['[{"id":1},\n{"id":[2}]', [{ id: 1 }], 2, 9, 19, /after array element/],
+      ['[\n  [1, 2},\n  3\n]', [], 2, 8, 9, /after array element/],
     ];
     for (const [text, before, line, column, byte, reason] of cases) {
       for (const size of [1, 5, 100]) {

@@ -475,30 +475,41 @@ class Generator {
 /** Header: u16 field count. */
 export const HEADER_SIZE = 2;
 
-/**
- * Generates the codec module source. The module receives the helpers as parameters and returns
- * `{ measure, measureBound, encode, encodeMeasured, decode, readers }` where readers[i] reads top-level field i alone.
- */
-export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
-  const g = new Generator();
-  const root: LayoutNode = { kind: 'object', fields };
-  const m = fields.length;
+/** The layout facts both halves of a codec are generated from. */
+interface Frame {
+  readonly m: number;
+  readonly fixedEnds: readonly number[];
+  readonly total: number;
+  readonly rootPos: Pos;
+  readonly bytesCtor: { u8: string; buffer: string };
+}
+
+function frame(fields: readonly LayoutField[]): Frame {
   const fixedEnds: number[] = [HEADER_SIZE];
   for (const f of fields) fixedEnds.push((fixedEnds[fixedEnds.length - 1] ?? 0) + fixedSize(f.type));
-  const total = fixedEnds[m] ?? HEADER_SIZE;
-  const bytesCtor = { u8: 'copyU8', buffer: 'copyBuffer' };
-  const rootPos: Pos = { base: 'o', off: HEADER_SIZE };
+  return {
+    m: fields.length,
+    fixedEnds,
+    total: fixedEnds[fields.length] ?? HEADER_SIZE,
+    rootPos: { base: 'o', off: HEADER_SIZE },
+    bytesCtor: { u8: 'copyU8', buffer: 'copyBuffer' },
+  };
+}
 
-  // measure: the top-level object check is shared with nested objects.
-  const measureBody = g.measure(root, 'x', []);
-  const boundBody = g.measure(root, 'x', [], true);
-  // The body without the root's check: encodeMeasured(), which the pile's and the cache's writes call
-  // right after measure() or measureBound() checked the same value (whether a value is a non-array
-  // object can not change between two reads). Their typed put inlines it whole, where the check as
-  // a call of encode's own (to keep encode under TurboFan's 460-byte inlining limit) was a call per
-  // put that TurboFan did not inline once the put's budget was spent (44 instructions a mapped put,
-  // benchmarks/results/comparisons.md, "Issue 13: the mapped put and get in instructions").
-  const encodeBody = g.encode(root, 'x', rootPos, [], true);
+function constantsHead(g: Generator): string {
+  return g.constants.map((_, i) => `const K${i} = K[${i}];`).join('\n');
+}
+
+/**
+ * Generates the read half of the codec: a module that receives the helpers as parameters and
+ * returns `{ decode, readers }`, where readers[i] reads top-level field i alone. Apart from the
+ * write half ({@link generateWriteCodec}) because a process that reopens a pile to read it needs
+ * only this one: generating and compiling the write half is left to the first put (the generator
+ * runs cold in a fresh process, about as long as the rest of a schema's registration).
+ */
+export function generateReadCodec(fields: readonly LayoutField[]): GeneratedCodec {
+  const g = new Generator();
+  const { m, fixedEnds, total, rootPos, bytesCtor } = frame(fields);
 
   const fast: string[] = [];
   const fastExpr = g.buildObject(fields, rootPos, fast, bytesCtor, undefined);
@@ -533,8 +544,49 @@ export function generateCodec(fields: readonly LayoutField[]): GeneratedCodec {
   });
 
   const source = `"use strict";
-${g.constants.map((_, i) => `const K${i} = K[${i}];`).join('\n')}
+${constantsHead(g)}
 const FIXED_ENDS = ${fixedEndsConst};
+function decodeOld(buf, view, o, length) {
+const end = o + length;
+if (length < 2) corrupt(o, length);
+const n = view.getUint16(o, true);
+if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);
+${old.join('\n')}
+return ${oldExpr};
+}
+function decode(buf, view, o, length) {
+if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);
+const end = o + length;
+${fast.join('\n')}
+return ${fastExpr};
+}
+return { decode, readers: [${readers.join(',\n')}] };
+`;
+  return { source, constants: g.constants, inline };
+}
+
+/**
+ * Generates the write half of the codec: a module that receives the helpers as parameters and
+ * returns `{ measure, measureBound, encode, encodeMeasured }` (see {@link generateReadCodec}).
+ */
+export function generateWriteCodec(fields: readonly LayoutField[]): GeneratedCodec {
+  const g = new Generator();
+  const root: LayoutNode = { kind: 'object', fields };
+  const { m, total, rootPos } = frame(fields);
+
+  // measure: the top-level object check is shared with nested objects.
+  const measureBody = g.measure(root, 'x', []);
+  const boundBody = g.measure(root, 'x', [], true);
+  // The body without the root's check: encodeMeasured(), which the pile's and the cache's writes call
+  // right after measure() or measureBound() checked the same value (whether a value is a non-array
+  // object can not change between two reads). Their typed put inlines it whole, where the check as
+  // a call of encode's own (to keep encode under TurboFan's 460-byte inlining limit) was a call per
+  // put that TurboFan did not inline once the put's budget was spent (44 instructions a mapped put,
+  // benchmarks/results/comparisons.md, "Issue 13: the mapped put and get in instructions").
+  const encodeBody = g.encode(root, 'x', rootPos, [], true);
+
+  const source = `"use strict";
+${constantsHead(g)}
 function measure(x) {
 let s = ${total};
 ${measureBody}return s;
@@ -552,21 +604,7 @@ function encode(x, buf, view, o, end) {
 if (typeof x !== "object" || x === null || Array.isArray(x)) fail("(root)", "object", x);
 return encodeMeasured(x, buf, view, o, end);
 }
-function decodeOld(buf, view, o, length) {
-const end = o + length;
-if (length < 2) corrupt(o, length);
-const n = view.getUint16(o, true);
-if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);
-${old.join('\n')}
-return ${oldExpr};
-}
-function decode(buf, view, o, length) {
-if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);
-const end = o + length;
-${fast.join('\n')}
-return ${fastExpr};
-}
-return { measure, measureBound, encode, encodeMeasured, decode, readers: [${readers.join(',\n')}] };
+return { measure, measureBound, encode, encodeMeasured };
 `;
-  return { source, constants: g.constants, inline };
+  return { source, constants: g.constants, inline: [] };
 }

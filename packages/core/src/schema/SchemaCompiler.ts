@@ -3,7 +3,7 @@ import { compileCached } from './CodeCache';
 import { PileError } from '../PileError';
 import { illFormedString } from '../records/ValueCheck';
 import { bigintSize, readBigint, writeBigint } from './BigIntCodec';
-import { generateCodec, type InlineRead } from './SchemaCodegen';
+import { generateReadCodec, generateWriteCodec, type GeneratedCodec, type InlineRead } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
 
@@ -112,14 +112,18 @@ export interface CompileSchemaOptions {
 /** Reads one top-level field of a record whose codec bytes start at `offset`. */
 export type FieldReader = (buf: Buffer, view: DataView, offset: number, length: number) => unknown;
 type Reader = FieldReader;
-interface GeneratedModule {
+interface GeneratedWriteModule {
   measure(value: unknown): number;
   measureBound(value: unknown): number;
   encode(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
   encodeMeasured(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
+}
+interface GeneratedReadModule {
   decode(buf: Buffer, view: DataView, offset: number, length: number): unknown;
   readers: Reader[];
 }
+/** The write functions of a codec, made on first use (see build). */
+type WriteHalf<T> = Pick<CompiledSchema<T>, 'measure' | 'measureBound' | 'encode' | 'encodeMeasured'>;
 
 function typeName(v: unknown): string {
   if (v === null) return 'null';
@@ -258,32 +262,30 @@ export function compileDescriptor(descriptor: SchemaDescriptor): CompiledSchema<
   );
 }
 
-/** Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure. */
-function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
-  const { source, constants, inline } = generateCodec(fields);
-  // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
-  const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
-    [
-      'K',
-      'fail',
-      'failValue',
-      'illFormed',
-      'overflow',
-      'written',
-      'ascii',
-      'corrupt',
-      'mismatch',
-      'byteLength',
-      'copyU8',
-      'copyBuffer',
-      'bigSize',
-      'bigWrite',
-      'bigRead',
-    ],
-    source,
-  );
-  const gen = factory(
-    constants,
+/** The parameters every generated codec module is compiled with, and their values (see {@link build}). */
+const HELPER_NAMES = [
+  'K',
+  'fail',
+  'failValue',
+  'illFormed',
+  'overflow',
+  'written',
+  'ascii',
+  'corrupt',
+  'mismatch',
+  'byteLength',
+  'copyU8',
+  'copyBuffer',
+  'bigSize',
+  'bigWrite',
+  'bigRead',
+] as const;
+
+/** Compiles one generated module (once per distinct source, see compileCached) and runs it with its constants and the helpers. */
+function instantiate<M>(generated: GeneratedCodec): M {
+  const factory = compileCached<(...args: unknown[]) => M>(HELPER_NAMES, generated.source);
+  return factory(
+    generated.constants,
     fail,
     failValue,
     illFormed,
@@ -299,6 +301,21 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
     writeBigint,
     readBigint,
   );
+}
+
+/**
+ * Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure.
+ * The read half (decode, field readers) is generated and compiled here; the write half (measure,
+ * encode) and the fingerprint (a SHA-256, whose first use in a process costs as much as the read
+ * half) on first use, so that a process reopening a pile reaches its first typed record without
+ * paying for the writes it may never make. The write functions start as stubs that compile the
+ * half and then put its functions in their place, so a caller that kept a stub still works.
+ */
+function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
+  const read = generateReadCodec(fields);
+  const { inline } = read;
+  // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
+  const gen = instantiate<GeneratedReadModule>(read);
 
   const readers = new Map<PropertyKey, Reader>();
   fields.forEach((f, i) => {
@@ -319,13 +336,31 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
           return raw(value);
         };
 
-  return {
+  let writer: WriteHalf<T> | undefined;
+  const write = (): WriteHalf<T> => {
+    if (writer === undefined) {
+      const w = instantiate<GeneratedWriteModule>(generateWriteCodec(fields));
+      writer = {
+        measure: validated(w.measure),
+        measureBound: validated(w.measureBound),
+        encode: w.encode as CompiledSchema<T>['encode'],
+        encodeMeasured: w.encodeMeasured as CompiledSchema<T>['encodeMeasured'],
+      };
+      Object.assign(codec, writer);
+    }
+    return writer;
+  };
+  let fingerprint: string | undefined;
+
+  const codec: CompiledSchema<T> = {
     descriptor,
-    fingerprint: schemaFingerprint(descriptor),
-    measure: validated(gen.measure),
-    measureBound: validated(gen.measureBound),
-    encode: gen.encode as CompiledSchema<T>['encode'],
-    encodeMeasured: gen.encodeMeasured as CompiledSchema<T>['encodeMeasured'],
+    get fingerprint(): string {
+      return (fingerprint ??= schemaFingerprint(descriptor));
+    },
+    measure: (value) => write().measure(value),
+    measureBound: (value) => write().measureBound(value),
+    encode: (value, buf, view, offset, end) => write().encode(value, buf, view, offset, end),
+    encodeMeasured: (value, buf, view, offset, end) => write().encodeMeasured(value, buf, view, offset, end),
     decode: gen.decode as CompiledSchema<T>['decode'],
     field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K] {
       return reader(key)(buf, view, offset, length) as T[K];
@@ -336,6 +371,7 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
       return i < 0 ? undefined : inline[i];
     },
   };
+  return codec;
   function reader(key: PropertyKey): FieldReader {
     const read = readers.get(key);
     if (read === undefined) throw new PileError('PILE_INVALID_OPTION', `field ${JSON.stringify(String(key))} is not in the schema`);

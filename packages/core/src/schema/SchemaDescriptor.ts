@@ -99,6 +99,14 @@ export function schemaFingerprint(descriptor: SchemaDescriptor): string {
   return createHash('sha256').update(canonicalJson(descriptor)).digest('hex');
 }
 
+/**
+ * True when two descriptors describe the same layout, so that their fingerprints are equal:
+ * the check of a schema registered again, without hashing it.
+ */
+export function isSameLayout(a: SchemaDescriptor, b: SchemaDescriptor): boolean {
+  return a === b || canonicalJson(a) === canonicalJson(b);
+}
+
 function isDescriptor(d: unknown): d is SchemaDescriptor {
   if (d === null || typeof d !== 'object') return false;
   const r = d as Record<string, unknown>;

@@ -501,26 +501,67 @@ function constantsHead(g: Generator): string {
 }
 
 /**
- * Generates the read half of the codec: a module that receives the helpers as parameters and
- * returns `{ decode, readers }`, where readers[i] reads top-level field i alone. Apart from the
- * write half ({@link generateWriteCodec}) because a process that reopens a pile to read it needs
- * only this one: generating and compiling the write half is left to the first put (the generator
- * runs cold in a fresh process, about as long as the rest of a schema's registration).
+ * Generates the decode of a record written with all the fields (the common case): a module that
+ * receives the helpers as parameters and returns `{ decode }`; an older or short record goes to the
+ * helper `decodeOld` ({@link generateOldDecodeCodec}). The parts of a codec are generated apart
+ * ({@link generateFieldCodec}, {@link generateWriteCodec}) and each on first use, because a
+ * process that reopens a pile to read it needs only this one before its first record: the
+ * generator runs cold in a fresh process, about as long as the rest of a schema's registration.
  */
-export function generateReadCodec(fields: readonly LayoutField[]): GeneratedCodec {
+export function generateDecodeCodec(fields: readonly LayoutField[]): GeneratedCodec {
   const g = new Generator();
-  const { m, fixedEnds, total, rootPos, bytesCtor } = frame(fields);
-
+  const { m, total, rootPos, bytesCtor } = frame(fields);
   const fast: string[] = [];
   const fastExpr = g.buildObject(fields, rootPos, fast, bytesCtor, undefined);
+  const source = `"use strict";
+${constantsHead(g)}
+function decode(buf, view, o, length) {
+if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);
+const end = o + length;
+${fast.join('\n')}
+return ${fastExpr};
+}
+return { decode };
+`;
+  return { source, constants: g.constants, inline: [] };
+}
 
+/**
+ * Generates the decode of a record written with fewer fields (by an older compatible schema) or
+ * too short for them: a module returning `{ decodeOld }` (see {@link generateDecodeCodec}).
+ */
+export function generateOldDecodeCodec(fields: readonly LayoutField[]): GeneratedCodec {
+  const g = new Generator();
+  const { m, fixedEnds, rootPos, bytesCtor } = frame(fields);
   const old: string[] = [];
   const oldExpr = g.buildObject(fields, rootPos, old, bytesCtor, (index, name, omittable) => ({
     pre: `if (n > ${index}) {`,
     post: '}',
     absent: omittable ? '' : ` else mismatch(o, n, ${JSON.stringify(name)});`,
   }));
-  const fixedEndsConst = `[${fixedEnds.join(', ')}]`;
+  const source = `"use strict";
+${constantsHead(g)}
+const FIXED_ENDS = [${fixedEnds.join(', ')}];
+function decodeOld(buf, view, o, length) {
+const end = o + length;
+if (length < 2) corrupt(o, length);
+const n = view.getUint16(o, true);
+if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);
+${old.join('\n')}
+return ${oldExpr};
+}
+return { decodeOld };
+`;
+  return { source, constants: g.constants, inline: [] };
+}
+
+/**
+ * Generates the reads of single top-level fields: a module returning `{ readers }`, where
+ * readers[i] reads field i alone, and in `inline` the reads of fixed-slot scalars as source.
+ */
+export function generateFieldCodec(fields: readonly LayoutField[]): GeneratedCodec {
+  const g = new Generator();
+  const { m, fixedEnds, total, bytesCtor } = frame(fields);
   const slotOf = (index: number): number => fixedEnds[index] ?? HEADER_SIZE;
 
   const inline = fields.map((f, index): InlineRead | undefined => {
@@ -545,29 +586,14 @@ export function generateReadCodec(fields: readonly LayoutField[]): GeneratedCode
 
   const source = `"use strict";
 ${constantsHead(g)}
-const FIXED_ENDS = ${fixedEndsConst};
-function decodeOld(buf, view, o, length) {
-const end = o + length;
-if (length < 2) corrupt(o, length);
-const n = view.getUint16(o, true);
-if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);
-${old.join('\n')}
-return ${oldExpr};
-}
-function decode(buf, view, o, length) {
-if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);
-const end = o + length;
-${fast.join('\n')}
-return ${fastExpr};
-}
-return { decode, readers: [${readers.join(',\n')}] };
+return { readers: [${readers.join(',\n')}] };
 `;
   return { source, constants: g.constants, inline };
 }
 
 /**
  * Generates the write half of the codec: a module that receives the helpers as parameters and
- * returns `{ measure, measureBound, encode, encodeMeasured }` (see {@link generateReadCodec}).
+ * returns `{ measure, measureBound, encode, encodeMeasured }` (see {@link generateDecodeCodec}).
  */
 export function generateWriteCodec(fields: readonly LayoutField[]): GeneratedCodec {
   const g = new Generator();

@@ -3,7 +3,14 @@ import { compileCached } from './CodeCache';
 import { PileError } from '../PileError';
 import { illFormedString } from '../records/ValueCheck';
 import { bigintSize, readBigint, writeBigint } from './BigIntCodec';
-import { generateReadCodec, generateWriteCodec, type GeneratedCodec, type InlineRead } from './SchemaCodegen';
+import {
+  generateDecodeCodec,
+  generateFieldCodec,
+  generateOldDecodeCodec,
+  generateWriteCodec,
+  type GeneratedCodec,
+  type InlineRead,
+} from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
 
@@ -117,10 +124,6 @@ interface GeneratedWriteModule {
   measureBound(value: unknown): number;
   encode(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
   encodeMeasured(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
-}
-interface GeneratedReadModule {
-  decode(buf: Buffer, view: DataView, offset: number, length: number): unknown;
-  readers: Reader[];
 }
 /** The write functions of a codec, made on first use (see build). */
 type WriteHalf<T> = Pick<CompiledSchema<T>, 'measure' | 'measureBound' | 'encode' | 'encodeMeasured'>;
@@ -279,10 +282,14 @@ const HELPER_NAMES = [
   'bigSize',
   'bigWrite',
   'bigRead',
+  'decodeOld',
 ] as const;
 
-/** Compiles one generated module (once per distinct source, see compileCached) and runs it with its constants and the helpers. */
-function instantiate<M>(generated: GeneratedCodec): M {
+/**
+ * Compiles one generated module (once per distinct source, see compileCached) and runs it with its
+ * constants and the helpers; `decodeOld`: the decode of older records, for the decode module.
+ */
+function instantiate<M>(generated: GeneratedCodec, decodeOld?: Reader): M {
   const factory = compileCached<(...args: unknown[]) => M>(HELPER_NAMES, generated.source);
   return factory(
     generated.constants,
@@ -300,28 +307,40 @@ function instantiate<M>(generated: GeneratedCodec): M {
     bigintSize,
     writeBigint,
     readBigint,
+    decodeOld,
   );
 }
 
 /**
  * Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure.
- * The read half (decode, field readers) is generated and compiled here; the write half (measure,
- * encode) and the fingerprint (a SHA-256, whose first use in a process costs as much as the read
- * half) on first use, so that a process reopening a pile reaches its first typed record without
- * paying for the writes it may never make. The write functions start as stubs that compile the
- * half and then put its functions in their place, so a caller that kept a stub still works.
+ * Only the decode of a record with all the fields is generated and compiled here; the decode of
+ * older records, the field reads, the write half (measure, encode) and the fingerprint (a
+ * SHA-256, whose first use in a process costs about as much as the decode) each on first use,
+ * so that a process reopening a pile reaches its first typed record without paying for what it
+ * may never do. The functions made later start as stubs that make them and then put them in
+ * their place on the codec, so a caller that kept a stub still works.
  */
 function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
-  const read = generateReadCodec(fields);
-  const { inline } = read;
+  let old: Reader | undefined;
+  const decodeOld: Reader = (buf, view, offset, length) =>
+    (old ??= instantiate<{ decodeOld: Reader }>(generateOldDecodeCodec(fields)).decodeOld)(buf, view, offset, length);
   // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
-  const gen = instantiate<GeneratedReadModule>(read);
+  const gen = instantiate<{ decode: Reader }>(generateDecodeCodec(fields), decodeOld);
 
-  const readers = new Map<PropertyKey, Reader>();
-  fields.forEach((f, i) => {
-    const r = gen.readers[i];
-    if (r !== undefined) readers.set(f.name, r);
-  });
+  let fieldReads: { readers: Map<PropertyKey, Reader>; inline: readonly (InlineRead | undefined)[] } | undefined;
+  const fieldCode = (): NonNullable<typeof fieldReads> => {
+    if (fieldReads === undefined) {
+      const generated = generateFieldCodec(fields);
+      const made = instantiate<{ readers: Reader[] }>(generated);
+      const readers = new Map<PropertyKey, Reader>();
+      fields.forEach((f, i) => {
+        const r = made.readers[i];
+        if (r !== undefined) readers.set(f.name, r);
+      });
+      fieldReads = { readers, inline: generated.inline };
+    }
+    return fieldReads;
+  };
 
   const validated = (raw: (value: unknown) => number): ((value: T) => number) =>
     validateWith === undefined
@@ -368,12 +387,12 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
     reader,
     inlineRead: (key) => {
       const i = fields.findIndex((f) => f.name === key);
-      return i < 0 ? undefined : inline[i];
+      return i < 0 ? undefined : fieldCode().inline[i];
     },
   };
   return codec;
   function reader(key: PropertyKey): FieldReader {
-    const read = readers.get(key);
+    const read = fieldCode().readers.get(key);
     if (read === undefined) throw new PileError('PILE_INVALID_OPTION', `field ${JSON.stringify(String(key))} is not in the schema`);
     return read;
   }

@@ -104,7 +104,9 @@ export function schemaFingerprint(descriptor: SchemaDescriptor): string {
  * the check of a schema registered again, without hashing it.
  */
 export function isSameLayout(a: SchemaDescriptor, b: SchemaDescriptor): boolean {
-  return a === b || canonicalJson(a) === canonicalJson(b);
+  // A stored descriptor is JSON.parse of one built as a fresh one is, so its keys come in the same
+  // order and the native JSON.stringify tells the common case; the canonical form is the rest.
+  return a === b || JSON.stringify(a) === JSON.stringify(b) || canonicalJson(a) === canonicalJson(b);
 }
 
 function isDescriptor(d: unknown): d is SchemaDescriptor {

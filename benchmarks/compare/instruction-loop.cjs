@@ -20,6 +20,9 @@
 //   mappedPut   typed puts of the Product into a mapped pile (a directory under the system's
 //               temporary one), a fresh pile every 200 k: what the writer turn adds
 //   mappedDelPut delete + generic put of the same Product, on 100 k stored in a mapped pile
+//   mapGet      Map.get of 100 k stored Product objects, in order: typedGet's peer (the heap it replaces)
+//   mapValues   one pass of Map.values() over 100 k Products, reading .price (the gc workload's enumeration)
+//   typedValues view.get of every one of 100 k typed records, in order, reading .price (its pile peer)
 //   mappedGet   typed gets (view.get) in random order of 100 k Products typed-put into a mapped pile
 //               opened writable (as compare-builds.cjs's mapped get, over fewer records)
 const path = require('path');
@@ -106,6 +109,26 @@ if (op === 'roGet' || op === 'roTypedGet' || op === 'roField') {
   const run = (n) => (op === 'roGet' ? genericGet(pile, n) : op === 'roTypedGet' ? typedGet(view, n) : typedField(view, n));
   run(W);
   run(N);
+} else if (op === 'mapGet' || op === 'mapValues') {
+  const m = new Map();
+  for (let i = 0; i < W; i++) m.set(i, product(i));
+  const get = (n) => {
+    for (let i = 0; i < n; i++) sink += m.get(i % W).id;
+  };
+  // Passes of W records, so N is a multiple of W for this loop.
+  const values = (n) => {
+    for (let r = 0; r < n / W; r++) for (const v of m.values()) sink += v.price;
+  };
+  const f = op === 'mapGet' ? get : values;
+  f(W);
+  f(N);
+} else if (op === 'typedValues') {
+  const view = typedStored();
+  const values = (n) => {
+    for (let r = 0; r < n / W; r++) for (let i = 0; i < W; i++) sink += view.get(ptrs[i]).price;
+  };
+  values(W);
+  values(N);
 } else if (op === 'typedGet' || op === 'typedField') {
   const view = typedStored();
   const f = op === 'typedGet' ? typedGet : typedField;

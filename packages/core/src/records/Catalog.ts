@@ -7,7 +7,7 @@ import { PileError } from '../PileError';
 import type { PilePointer } from './PilePointer';
 import type { PointerFormat } from './PointerFormat';
 import { compileDescriptor, isCompatibleEvolution, type CompiledSchema, type SchemaDescriptor } from '../schema/SchemaCompiler';
-import { schemaDifference } from '../schema/SchemaDescriptor';
+import { isSameLayout, schemaDifference } from '../schema/SchemaDescriptor';
 import type { Segment } from '../storage/Segment';
 import { mapNewSegments, type SegmentHost } from '../storage/SegmentTable';
 import type { StructureStore } from './ValueEncoding';
@@ -238,7 +238,9 @@ export class Catalog implements StructureStore {
       });
     } else {
       id = known.id;
-      if (known.fingerprint !== codec.fingerprint) {
+      // The same layout is the same fingerprint: compared as descriptors, so that reopening a pile
+      // does not hash the schema (the first SHA-256 of a process is most of a millisecond).
+      if (!isSameLayout(known.descriptor, codec.descriptor) && known.fingerprint !== codec.fingerprint) {
         if (!isCompatibleEvolution(known.descriptor, codec.descriptor)) {
           throw new PileError(
             'PILE_SCHEMA_MISMATCH',

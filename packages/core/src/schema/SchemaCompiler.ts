@@ -3,7 +3,14 @@ import { compileCached } from './CodeCache';
 import { PileError } from '../PileError';
 import { illFormedString } from '../records/ValueCheck';
 import { bigintSize, readBigint, writeBigint } from './BigIntCodec';
-import { generateCodec, type InlineRead } from './SchemaCodegen';
+import {
+  generateDecodeCodec,
+  generateFieldCodec,
+  generateOldDecodeCodec,
+  generateWriteCodec,
+  type GeneratedCodec,
+  type InlineRead,
+} from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
 
@@ -114,14 +121,14 @@ export interface CompileSchemaOptions {
 /** Reads one top-level field of a record whose codec bytes start at `offset`. */
 export type FieldReader = (buf: Buffer, view: DataView, offset: number, length: number) => unknown;
 type Reader = FieldReader;
-interface GeneratedModule {
+interface GeneratedWriteModule {
   measure(value: unknown): number;
   measureBound(value: unknown): number;
   encode(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
   encodeMeasured(value: unknown, buf: Buffer, view: DataView, offset: number, end: number): number;
-  decode(buf: Buffer, view: DataView, offset: number, length: number): unknown;
-  readers: Reader[];
 }
+/** The write functions of a codec, made on first use (see build). */
+type WriteHalf<T> = Pick<CompiledSchema<T>, 'measure' | 'measureBound' | 'encode' | 'encodeMeasured'>;
 
 function typeName(v: unknown): string {
   if (v === null) return 'null';
@@ -260,32 +267,34 @@ export function compileDescriptor(descriptor: SchemaDescriptor): CompiledSchema<
   );
 }
 
-/** Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure. */
-function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
-  const { source, constants, inline } = generateCodec(fields);
-  // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
-  const factory = compileCached<(...args: unknown[]) => GeneratedModule>(
-    [
-      'K',
-      'fail',
-      'failValue',
-      'illFormed',
-      'overflow',
-      'written',
-      'ascii',
-      'corrupt',
-      'mismatch',
-      'byteLength',
-      'copyU8',
-      'copyBuffer',
-      'bigSize',
-      'bigWrite',
-      'bigRead',
-    ],
-    source,
-  );
-  const gen = factory(
-    constants,
+/** The parameters every generated codec module is compiled with, and their values (see {@link build}). */
+const HELPER_NAMES = [
+  'K',
+  'fail',
+  'failValue',
+  'illFormed',
+  'overflow',
+  'written',
+  'ascii',
+  'corrupt',
+  'mismatch',
+  'byteLength',
+  'copyU8',
+  'copyBuffer',
+  'bigSize',
+  'bigWrite',
+  'bigRead',
+  'decodeOld',
+] as const;
+
+/**
+ * Compiles one generated module (once per distinct source, see compileCached) and runs it with its
+ * constants and the helpers; `decodeOld`: the decode of older records, for the decode module.
+ */
+function instantiate<M>(generated: GeneratedCodec, decodeOld?: Reader): M {
+  const factory = compileCached<(...args: unknown[]) => M>(HELPER_NAMES, generated.source);
+  return factory(
+    generated.constants,
     fail,
     failValue,
     illFormed,
@@ -300,13 +309,68 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
     bigintSize,
     writeBigint,
     readBigint,
+    decodeOld,
   );
+}
 
-  const readers = new Map<PropertyKey, Reader>();
-  fields.forEach((f, i) => {
-    const r = gen.readers[i];
-    if (r !== undefined) readers.set(f.name, r);
-  });
+/**
+ * A {@link CompiledSchema}: the functions in fields of the instance (the hot paths load them from
+ * one map), the fingerprint a getter of the prototype, hashed on first read. An accessor in the
+ * object literal the codec was before made the typed put's loads of its fields generic LoadIC
+ * calls (about 160 instructions a put under callgrind).
+ */
+class Codec<T> implements CompiledSchema<T> {
+  private hash: string | undefined;
+  constructor(
+    readonly descriptor: SchemaDescriptor,
+    public measure: CompiledSchema<T>['measure'],
+    public measureBound: CompiledSchema<T>['measureBound'],
+    public encode: CompiledSchema<T>['encode'],
+    public encodeMeasured: CompiledSchema<T>['encodeMeasured'],
+    readonly decode: CompiledSchema<T>['decode'],
+    readonly reader: (key: PropertyKey) => FieldReader,
+    readonly inlineRead: (key: PropertyKey) => InlineRead | undefined,
+  ) {}
+
+  get fingerprint(): string {
+    return (this.hash ??= schemaFingerprint(this.descriptor));
+  }
+
+  field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K] {
+    return this.reader(key)(buf, view, offset, length) as T[K];
+  }
+}
+
+/**
+ * Generates the codec of a top-level layout; `validateWith`: also run that zod schema in measure.
+ * Only the decode of a record with all the fields is generated and compiled here; the decode of
+ * older records, the field reads, the write half (measure, encode) and the fingerprint (a
+ * SHA-256, whose first use in a process costs about as much as the decode) each on first use,
+ * so that a process reopening a pile reaches its first typed record without paying for what it
+ * may never do. The functions made later start as stubs that make them and then put them in
+ * their place on the codec, so a caller that kept a stub still works.
+ */
+function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, validateWith: ZodType<T> | undefined): CompiledSchema<T> {
+  let old: Reader | undefined;
+  const decodeOld: Reader = (buf, view, offset, length) =>
+    (old ??= instantiate<{ decodeOld: Reader }>(generateOldDecodeCodec(fields)).decodeOld)(buf, view, offset, length);
+  // Generated once per schema: per-record work is then monomorphic straight-line code V8 can optimise.
+  const gen = instantiate<{ decode: Reader }>(generateDecodeCodec(fields), decodeOld);
+
+  let fieldReads: { readers: Map<PropertyKey, Reader>; inline: readonly (InlineRead | undefined)[] } | undefined;
+  const fieldCode = (): NonNullable<typeof fieldReads> => {
+    if (fieldReads === undefined) {
+      const generated = generateFieldCodec(fields);
+      const made = instantiate<{ readers: Reader[] }>(generated);
+      const readers = new Map<PropertyKey, Reader>();
+      fields.forEach((f, i) => {
+        const r = made.readers[i];
+        if (r !== undefined) readers.set(f.name, r);
+      });
+      fieldReads = { readers, inline: generated.inline };
+    }
+    return fieldReads;
+  };
 
   const validated = (raw: (value: unknown) => number): ((value: T) => number) =>
     validateWith === undefined
@@ -321,25 +385,36 @@ function build<T>(fields: readonly LayoutField[], descriptor: SchemaDescriptor, 
           return raw(value);
         };
 
-  return {
-    descriptor,
-    fingerprint: schemaFingerprint(descriptor),
-    measure: validated(gen.measure),
-    measureBound: validated(gen.measureBound),
-    encode: gen.encode as CompiledSchema<T>['encode'],
-    encodeMeasured: gen.encodeMeasured as CompiledSchema<T>['encodeMeasured'],
-    decode: gen.decode as CompiledSchema<T>['decode'],
-    field<K extends keyof T>(buf: Buffer, view: DataView, offset: number, length: number, key: K): T[K] {
-      return reader(key)(buf, view, offset, length) as T[K];
-    },
-    reader,
-    inlineRead: (key) => {
-      const i = fields.findIndex((f) => f.name === key);
-      return i < 0 ? undefined : inline[i];
-    },
+  let writer: WriteHalf<T> | undefined;
+  const write = (): WriteHalf<T> => {
+    if (writer === undefined) {
+      const w = instantiate<GeneratedWriteModule>(generateWriteCodec(fields));
+      writer = {
+        measure: validated(w.measure),
+        measureBound: validated(w.measureBound),
+        encode: w.encode as CompiledSchema<T>['encode'],
+        encodeMeasured: w.encodeMeasured as CompiledSchema<T>['encodeMeasured'],
+      };
+      Object.assign(codec, writer);
+    }
+    return writer;
   };
+  const codec = new Codec<T>(
+    descriptor,
+    (value) => write().measure(value),
+    (value) => write().measureBound(value),
+    (value, buf, view, offset, end) => write().encode(value, buf, view, offset, end),
+    (value, buf, view, offset, end) => write().encodeMeasured(value, buf, view, offset, end),
+    gen.decode as CompiledSchema<T>['decode'],
+    reader,
+    (key) => {
+      const i = fields.findIndex((f) => f.name === key);
+      return i < 0 ? undefined : fieldCode().inline[i];
+    },
+  );
+  return codec;
   function reader(key: PropertyKey): FieldReader {
-    const read = readers.get(key);
+    const read = fieldCode().readers.get(key);
     if (read === undefined) throw new PileError('PILE_INVALID_OPTION', `field ${JSON.stringify(String(key))} is not in the schema`);
     return read;
   }

@@ -99,6 +99,16 @@ export function schemaFingerprint(descriptor: SchemaDescriptor): string {
   return createHash('sha256').update(canonicalJson(descriptor)).digest('hex');
 }
 
+/**
+ * True when two descriptors describe the same layout, so that their fingerprints are equal:
+ * the check of a schema registered again, without hashing it.
+ */
+export function isSameLayout(a: SchemaDescriptor, b: SchemaDescriptor): boolean {
+  // A stored descriptor is JSON.parse of one built as a fresh one is, so its keys come in the same
+  // order and the native JSON.stringify tells the common case; the canonical form is the rest.
+  return a === b || JSON.stringify(a) === JSON.stringify(b) || canonicalJson(a) === canonicalJson(b);
+}
+
 function isDescriptor(d: unknown): d is SchemaDescriptor {
   if (d === null || typeof d !== 'object') return false;
   const r = d as Record<string, unknown>;

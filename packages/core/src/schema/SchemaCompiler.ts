@@ -8,9 +8,8 @@ import {
   generateFieldCodec,
   generateOldDecodeCodec,
   generateWriteCodec,
-  type GeneratedCodec,
-  type InlineRead,
-} from './SchemaCodegen';
+} from './CodecSources';
+import type { GeneratedCodec, InlineRead } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';
 

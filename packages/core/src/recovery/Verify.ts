@@ -20,7 +20,14 @@ export interface CorruptRecord {
 export interface VerifyReport {
   ok: boolean;
   segmentsChecked: number;
+  /**
+   * Blocks in use that were checked: the live records ({@link objectsChecked}) and the pile's own
+   * blocks (the catalog of schemas and structures, an uncommitted journal, the bodies of records
+   * that moved to a larger block). So it is `stats.objectCount` plus those, never less.
+   */
   recordsChecked: number;
+  /** Live records checked, what `stats.objectCount` counts (a moved record once). */
+  objectsChecked: number;
   corrupt: CorruptRecord[];
   /** Free-list entries that are not free blocks, lists that loop, free blocks missing from every list. */
   freeListErrors: number;
@@ -95,6 +102,7 @@ export function verifyPile(
     ok: true,
     segmentsChecked: 0,
     recordsChecked: 0,
+    objectsChecked: 0,
     corrupt: [],
     freeListErrors: 0,
     unaccountedBytes: 0,
@@ -153,6 +161,7 @@ export function verifyPile(
     report.segmentsChecked++;
     onProgress?.({ phase: 'verify', done: report.segmentsChecked, total: segments.length });
   }
+  report.objectsChecked = seen.objects;
   if (!readonly) {
     const listed = checkFreeLists(alloc);
     report.freeListErrors = listed.errors;

@@ -89,6 +89,8 @@ describe('catalog-server --redis: three servers stay coherent', function () {
       const writer = servers[round % 3]!;
       const put = await request(writer.port, 'PUT', '/products/7', JSON.stringify({ stock: round }));
       expect(put.status, put.body).to.equal(200);
+      // A partial body merges onto the stored product, as on a standalone server.
+      expect(JSON.parse(put.body)).to.deep.equal({ ...generateProduct(7), stock: round });
       const t0 = performance.now();
       for (const s of servers) {
         for (;;) {
@@ -98,6 +100,16 @@ describe('catalog-server --redis: three servers stay coherent', function () {
       }
       times.push(performance.now() - t0);
     }
+    for (const s of servers) expect(await get(s, 7)).to.deep.equal({ ...generateProduct(7), stock: 19 });
+    // Two fields of product 8, which no server read before; a field of the wrong type is refused,
+    // naming it, and changes nothing.
+    const two = await request(servers[2]!.port, 'PUT', '/products/8', JSON.stringify({ price: 12.5, stock: 3 }));
+    expect(two.status, two.body).to.equal(200);
+    expect(JSON.parse(two.body)).to.deep.equal({ ...generateProduct(8), price: 12.5, stock: 3 });
+    const bad = await request(servers[0]!.port, 'PUT', '/products/9', JSON.stringify({ price: 'free' }));
+    expect(bad.status).to.equal(400);
+    expect(bad.body).to.match(/price/);
+    for (const s of servers) expect(await get(s, 9)).to.deep.equal(generateProduct(9));
     times.sort((x, y) => x - y);
     console.log(
       `      PUT on one server seen on all three: median ${times[10]!.toFixed(1)} ms, max ${times[19]!.toFixed(1)} ms (HTTP round trips included)`,

@@ -63,12 +63,15 @@ export class Allocator {
   /** @internal */ pendAlloc = 0;
   /** @internal */ pendUtil = 0;
   /** @internal */ pendObj = 0;
-  allocatedBytes = 0;
-  freeBytes = 0;
-  utilizedBytes = 0;
-  objectCount = 0;
-  linkCount = 0;
-  internalCount = 0;
+  /** The pile's exact counters (Pile.stats; per segment in the rows, and in checkpoints), zero until the constructor's
+   * end: bytes of blocks in use with their headers, of free blocks, of payload; live records (a moved record once, by its
+   * link); moved records; catalog and journal blocks. */
+  allocatedBytes: number;
+  freeBytes: number;
+  utilizedBytes: number;
+  objectCount: number;
+  linkCount: number;
+  internalCount: number;
   /** The tail: the free end of the newest segment, cut by bumping an address instead of through the lists (a fresh
    * pile fills at the cost of two header writes per block). A valid free block on disk, not listed; 0: none. */
   tailAddr = 0;
@@ -130,6 +133,7 @@ export class Allocator {
   ) {
     this.segmentSize = fmt.segmentSize;
     this.segmentInv = fmt.segmentInv;
+    this.allocatedBytes = this.freeBytes = this.utilizedBytes = this.objectCount = this.linkCount = this.internalCount = 0;
   }
 
   /** A block of at least `size` bytes (a multiple of 8, >= MIN_BLOCK_SIZE), in state RESERVED.
@@ -147,10 +151,9 @@ export class Allocator {
     if (addr === 0) addr = this.bump(size);
     if (addr === 0) foldTail(this); // freeBytes and allocatedBytes are read
     if (addr === 0 && this.freeBytes >= size && this.freedSinceWalk * 8 >= this.allocatedBytes + this.freeBytes) {
-      // free() merges only with the blocks after it, so space freed front to back stays in
-      // pieces too small for a larger put; one walk merges every free run before the pile grows.
-      // Only once an eighth of the pile was freed since the last walk, so that a full pile
-      // failing allocations again and again does not walk each time (amortized O(1) per free).
+      // free() merges only with the blocks after it, so space freed front to back stays in pieces too small for a
+      // larger put; one walk merges every free run before the pile grows. Only once an eighth of the pile was freed
+      // since the last walk, so that a full pile failing allocations again and again does not walk each time.
       this.undo.distrust(); // the walk rewrites every row: not logged
       this.mergeWalk();
       addr = this.take(size);
@@ -169,10 +172,9 @@ export class Allocator {
     return addr;
   }
 
-  /** Where a record of at most `size` block bytes may be encoded in place before its exact size
-   * is known: the start of the tail, when alloc(size) would bump the tail too (no free list can
-   * serve it) and the tail has room; 0 otherwise. Encoding there writes only inside the free
-   * tail, whose header stays as it is until claimTail(), so a crash meanwhile leaves it free. */
+  /** Where a record of at most `size` block bytes may be encoded in place before its exact size is known: the start of
+   * the tail, when alloc(size) would bump the tail too (no free list can serve it) and the tail has room; 0 otherwise.
+   * Encoding there writes only inside the free tail, whose header stays until claimTail(): a crash leaves it free. */
   tailFor(size: number): number {
     if (this.tailEnd - this.tailAddr < size) return 0;
     if (this.nonEmptyClasses !== 0 && nextNonEmpty(this, sizeClass(size)) >= 0) return 0;

@@ -29,9 +29,12 @@ export const LIFE_SIZE = 64;
 const LIFE_GEN = 48;
 const LIFE_STAMP = 52;
 
+/** Bit 31 of the word: a thread sleeps on it, so a release wakes the futex. */
 const WAITER = 0x80000000;
+/** Bits 0-10 of the word: the holder's slot, 1-based (0 leaves the word free). */
 const ID_BITS = 11;
 const ID_MASK = (1 << ID_BITS) - 1;
+/** Bits 11-30 of the word: the slot's claim generation, so a dead holder's id is not a new open's. */
 const GEN_MASK = 0xfffff;
 /**
  * How often a sleeping waiter looks whether the holder still lives (a death wakes nobody): every

@@ -30,8 +30,18 @@ function frame(fields: readonly LayoutField[]): Frame {
   };
 }
 
-function constantsHead(g: Generator): string {
-  return g.constants.map((_, i) => `const K${i} = K[${i}];`).join('\n');
+/** A generated function of the statements `lines` that returns `expr`; `head` is its `function name(params)`. */
+function functionSource(head: string, lines: readonly string[], expr: string): string {
+  return `${head} {\n${lines.join('\n')}\nreturn ${expr};\n}`;
+}
+
+/**
+ * A module of generated source: the generator's constants bound to names, then `body`, returning
+ * the functions named in `exported`.
+ */
+function moduleOf(g: Generator, body: string, exported: string, inline: GeneratedCodec['inline'] = []): GeneratedCodec {
+  const constants = g.constants.map((_, i) => `const K${i} = K[${i}];`).join('\n');
+  return { source: `"use strict";\n${constants}\n${body}\nreturn { ${exported} };\n`, constants: g.constants, inline };
 }
 
 /**
@@ -47,17 +57,12 @@ export function generateDecodeCodec(fields: readonly LayoutField[]): GeneratedCo
   const { m, total, rootPos, bytesCtor } = frame(fields);
   const fast: string[] = [];
   const fastExpr = g.buildObject(fields, rootPos, fast, bytesCtor, undefined);
-  const source = `"use strict";
-${constantsHead(g)}
-function decode(buf, view, o, length) {
-if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);
-const end = o + length;
-${fast.join('\n')}
-return ${fastExpr};
-}
-return { decode };
-`;
-  return { source, constants: g.constants, inline: [] };
+  const check = `if (length < ${total} || view.getUint16(o, true) < ${m}) return decodeOld(buf, view, o, length);`;
+  return moduleOf(
+    g,
+    functionSource('function decode(buf, view, o, length)', [check, 'const end = o + length;', ...fast], fastExpr),
+    'decode',
+  );
 }
 
 /**
@@ -73,20 +78,14 @@ export function generateOldDecodeCodec(fields: readonly LayoutField[]): Generate
     post: '}',
     absent: omittable ? '' : ` else mismatch(o, n, ${JSON.stringify(name)});`,
   }));
-  const source = `"use strict";
-${constantsHead(g)}
-const FIXED_ENDS = [${fixedEnds.join(', ')}];
-function decodeOld(buf, view, o, length) {
-const end = o + length;
-if (length < 2) corrupt(o, length);
-const n = view.getUint16(o, true);
-if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);
-${old.join('\n')}
-return ${oldExpr};
-}
-return { decodeOld };
-`;
-  return { source, constants: g.constants, inline: [] };
+  const checks = [
+    'const end = o + length;',
+    'if (length < 2) corrupt(o, length);',
+    'const n = view.getUint16(o, true);',
+    `if (length < FIXED_ENDS[n < ${m} ? n : ${m}]) corrupt(o, length);`,
+  ];
+  const decodeOld = functionSource('function decodeOld(buf, view, o, length)', [...checks, ...old], oldExpr);
+  return moduleOf(g, `const FIXED_ENDS = [${fixedEnds.join(', ')}];\n${decodeOld}`, 'decodeOld');
 }
 
 /**
@@ -109,20 +108,15 @@ export function generateFieldCodec(fields: readonly LayoutField[]): GeneratedCod
     const body: string[] = [];
     const expr = g.decode(f.type, { base: 'o', off: slotOf(index) }, body, bytesCtor);
     const absent = isOmittable(f.type) ? 'return undefined;' : `mismatch(o, view.getUint16(o, true), ${JSON.stringify(f.name)});`;
-    return (
-      `function (buf, view, o, length) {\n` +
-      `const end = o + length;\n` +
-      `if (length < ${fixedEnds[index + 1]}) { if (length < 2 || view.getUint16(o, true) > ${index}) corrupt(o, length); }\n` +
-      `if (view.getUint16(o, true) <= ${index}) ${absent}\n` +
-      `${body.join('\n')}\nreturn ${expr};\n}`
-    );
+    const checks = [
+      'const end = o + length;',
+      `if (length < ${fixedEnds[index + 1]}) { if (length < 2 || view.getUint16(o, true) > ${index}) corrupt(o, length); }`,
+      `if (view.getUint16(o, true) <= ${index}) ${absent}`,
+    ];
+    return functionSource('function (buf, view, o, length)', [...checks, ...body], expr);
   });
 
-  const source = `"use strict";
-${constantsHead(g)}
-return { readers: [${readers.join(',\n')}] };
-`;
-  return { source, constants: g.constants, inline };
+  return moduleOf(g, `const readers = [${readers.join(',\n')}];`, 'readers', inline);
 }
 
 /**
@@ -145,9 +139,7 @@ export function generateWriteCodec(fields: readonly LayoutField[]): GeneratedCod
   // benchmarks/results/comparisons.md, the section on the mapped put and get in instructions).
   const encodeBody = g.encode(root, 'x', rootPos, [], true);
 
-  const source = `"use strict";
-${constantsHead(g)}
-function measure(x) {
+  const body = `function measure(x) {
 let s = ${total};
 ${measureBody}return s;
 }
@@ -163,8 +155,6 @@ ${encodeBody}return v;
 function encode(x, buf, view, o, end) {
 if (typeof x !== "object" || x === null || Array.isArray(x)) fail("(root)", "object", x);
 return encodeMeasured(x, buf, view, o, end);
-}
-return { measure, measureBound, encode, encodeMeasured };
-`;
-  return { source, constants: g.constants, inline: [] };
+}`;
+  return moduleOf(g, body, 'measure, measureBound, encode, encodeMeasured');
 }

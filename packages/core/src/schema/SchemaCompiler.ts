@@ -3,12 +3,7 @@ import { compileCached } from './CodeCache';
 import { PileError } from '../PileError';
 import { illFormedString } from '../records/ValueCheck';
 import { bigintSize, readBigint, writeBigint } from './BigIntCodec';
-import {
-  generateDecodeCodec,
-  generateFieldCodec,
-  generateOldDecodeCodec,
-  generateWriteCodec,
-} from './CodecSources';
+import { generateDecodeCodec, generateFieldCodec, generateOldDecodeCodec, generateWriteCodec } from './CodecSources';
 import type { GeneratedCodec, InlineRead } from './SchemaCodegen';
 import { type SchemaDescriptor, isCompatibleEvolution, schemaFingerprint } from './SchemaDescriptor';
 import { analyze, describeLayout, layoutOfType, type LayoutField } from './SchemaLayout';

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { cliSuite, REPO, runCli } from './CliHarness';
 
@@ -109,6 +110,7 @@ describe('pile commands beside a live writer: what their help says', function ()
     expect(stats.code, stats.stderr).to.equal(0);
     expect(stats.stdout).to.match(/^segments {4}3 × 1\.0 MiB$/m);
     expect(stats.stdout).to.match(/^ {2}products {2}3 entries, capacity 1,024, typed$/m);
+    expect(stats.stdout).to.match(/^ {2}orders {4}2 entries, capacity 1,024, typed$/m);
     expect(stats.stdout).to.match(/^ {2}plain {5}2 entries, capacity 1,024$/m);
 
     const verify = await runCli(['verify', dir]);
@@ -163,7 +165,7 @@ describe('pile commands beside a live writer: what their help says', function ()
     expect(imp.code).to.equal(2);
     expect(imp.stderr).to.match(/is locked: .*another open has it with a cache/);
     const tables = await runCli(['tables', dir, '--json']);
-    expect((JSON.parse(tables.stdout) as { name: string }[]).map((x) => x.name).sort()).to.deep.equal(['plain', 'products']);
+    expect((JSON.parse(tables.stdout) as { name: string }[]).map((x) => x.name).sort()).to.deep.equal(['orders', 'plain', 'products']);
   });
 
   it('drop-table and compact run beside a writer that has the pile open without a cache', async () => {
@@ -176,7 +178,7 @@ describe('pile commands beside a live writer: what their help says', function ()
     expect(compact.code, compact.stderr).to.equal(0);
     expect(compact.stdout).to.match(/: segments 1 -> 1, released 0 B\n$/);
     const tables = await runCli(['tables', dir, '--json']);
-    expect((JSON.parse(tables.stdout) as { name: string }[]).map((x) => x.name)).to.deep.equal(['plain']);
+    expect((JSON.parse(tables.stdout) as { name: string }[]).map((x) => x.name).sort()).to.deep.equal(['orders', 'plain']);
     expect(await stop(writer)).to.equal(0);
     writer = undefined;
   });
@@ -231,5 +233,88 @@ describe('pile dump and export of a typed cache table made with a zod schema (ne
     const nd = await runCli(['export', dir, '--table', 'products', '--ndjson']);
     expect(nd.code, nd.stderr).to.equal(0);
     expect(byId(lines(nd.stdout) as { id: number }[], (v) => v.id)).to.deep.equal(PRODUCTS);
+  });
+
+  it('export --schema takes a shape with arrays and nested objects: the exact records of a table made with the matching zod schema', async () => {
+    const dir = path.join(t.dir, 'p');
+    await writeTables(dir);
+    const shape = path.join(t.dir, 'orders.json');
+    fs.writeFileSync(
+      shape,
+      JSON.stringify({ id: 'int', tags: 'string[]', dims: { w: 'number', h: 'number?' }, lines: [{ sku: 'string', qty: 'int32' }] }),
+    );
+    const expected = [
+      {
+        id: 1,
+        tags: ['x', 'y'],
+        dims: { w: 2.5, h: null },
+        lines: [
+          { sku: 'a', qty: 2 },
+          { sku: 'b', qty: 1 },
+        ],
+      },
+      { id: 2, tags: [], dims: { w: 3 }, lines: [] },
+    ];
+    for (const args of [[], ['--schema', shape]]) {
+      const r = await runCli(['export', dir, '--table', 'orders', '--ndjson', ...args]);
+      expect(r.code, r.stderr).to.equal(0);
+      expect(byId(lines(r.stdout) as { id: number }[], (v) => v.id)).to.deep.equal(expected);
+    }
+    const dump = await runCli(['dump', dir, '--table', 'orders', '--json']);
+    expect(byId(lines(dump.stdout) as { value: { id: number } }[], (e) => e.value.id)).to.deep.equal([
+      { key: 'o1', value: expected[0] },
+      { key: 'o2', value: expected[1] },
+    ]);
+  });
+
+  it("a --schema shape that is not the table's is refused, PILE_SCHEMA_MISMATCH naming the field; a bad nested type, PILE_INVALID_OPTION naming its path", async () => {
+    const dir = path.join(t.dir, 'p');
+    await writeTables(dir);
+    const other = path.join(t.dir, 'other.json');
+    fs.writeFileSync(other, JSON.stringify({ id: 'int', tags: 'string[]' }));
+    const mismatch = await runCli(['export', dir, '--table', 'orders', '--schema', other]);
+    expect(mismatch.code).to.equal(1);
+    expect(mismatch.stdout).to.equal('');
+    expect(mismatch.stderr).to.match(
+      /^pile: PILE_SCHEMA_MISMATCH: cache table 'orders': .*field "dims": stored \{ w, h \}, given no such field/,
+    );
+    const bad = path.join(t.dir, 'bad.json');
+    fs.writeFileSync(bad, JSON.stringify({ id: 'int', lines: [{ sku: 'text' }] }));
+    const invalid = await runCli(['export', dir, '--table', 'orders', '--schema', bad]);
+    expect(invalid.code).to.equal(1);
+    expect(invalid.stderr).to.equal(
+      `pile: PILE_INVALID_OPTION: --schema file ${bad}: field 'lines[].sku': unknown type 'text' (expected one of string, number, int, int32, boolean, optionally ending in '[]' and/or '?')\n`,
+    );
+  });
+});
+
+describe('pile import and export --schema with arrays and nested objects', function () {
+  const t = cliSuite('shape');
+
+  it('imports a table whose shape has string[], a nested object and [shape], and exports the exact records by the stored shape', async () => {
+    const dir = path.join(t.dir, 'p');
+    const shape = path.join(t.dir, 'shape.json');
+    fs.writeFileSync(
+      shape,
+      JSON.stringify({ id: 'int', tags: 'string[]', dims: { w: 'number', h: 'number?' }, parts: [{ sku: 'string', n: 'int32?' }] }),
+    );
+    const input = [
+      { id: 1, tags: ['a', 'b'], dims: { w: 2 }, parts: [{ sku: 'x', n: 3 }, { sku: 'y' }], extra: 'not stored' },
+      { id: 2, tags: [], dims: { w: 3, h: 4 }, parts: [] },
+    ];
+    const imp = await runCli(['import', dir, '--table', 'items', '--key', 'id', '--schema', shape], {
+      stdin: input.map((v) => JSON.stringify(v)).join('\n'),
+    });
+    expect(imp.code, imp.stderr).to.equal(0);
+    const r = await runCli(['export', dir, '--table', 'items']);
+    expect(r.code, r.stderr).to.equal(0);
+    expect(byId(JSON.parse(r.stdout) as { id: number }[], (v) => v.id)).to.deep.equal([
+      { id: 1, tags: ['a', 'b'], dims: { w: 2 }, parts: [{ sku: 'x', n: 3 }, { sku: 'y' }] },
+      { id: 2, tags: [], dims: { w: 3, h: 4 }, parts: [] },
+    ]);
+    const tables = await runCli(['tables', dir, '--json']);
+    expect((JSON.parse(tables.stdout) as { schema: string }[])[0]!.schema).to.equal(
+      JSON.stringify(JSON.parse(fs.readFileSync(shape, 'utf8'))),
+    );
   });
 });

@@ -14,7 +14,7 @@ export interface TableRow {
   count: number;
   /** Pile bytes of the table: its index, header and entry records. */
   bytes: number;
-  /** The flat shape `pile import --schema` stored, 'typed' for a typed table without one, or 'none'. */
+  /** The shape `pile import --schema` stored, 'typed' for a typed table without one, or 'none'. */
   schema: string;
 }
 

@@ -208,7 +208,10 @@ export class PileCache implements CacheHost {
     this.check();
     const t = this.byName.get(name);
     if (t === undefined) return undefined;
-    return { name, typed: t.meta.fingerprint !== '', collisionMode: t.meta.options.collisionMode, count: t.count, capacity: t.capacity };
+    const typed = t.meta.fingerprint !== '';
+    const info: TableInfo = { name, typed, collisionMode: t.meta.options.collisionMode, count: t.count, capacity: t.capacity };
+    if (typed) info.schemaName = `pile-cache:${t.meta.id}`;
+    return info;
   }
 
   /**

@@ -36,6 +36,11 @@ export interface TableInfo {
   count: number;
   /** Slots of the index. */
   capacity: number;
+  /**
+   * For a typed table: the name under which the pile stores its values' schema (`pile.schemas()`
+   * gives its descriptor, which is enough to decode them without the zod schema).
+   */
+  schemaName?: string;
 }
 
 /** Options of {@link CacheTable.put}. */

@@ -214,6 +214,7 @@ describe('cache tableInfo', () => {
       collisionMode: 'durable',
       count: 2,
       capacity: t.capacity,
+      schemaName: 'pile-cache:1',
     });
     expect(cache.tableInfo('plain')).to.include({ typed: false, collisionMode: 'durable', count: 1 });
     expect(cache.tableInfo('nope')).to.equal(undefined);

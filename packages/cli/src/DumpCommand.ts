@@ -60,7 +60,7 @@ function textLine(r: DumpedRecord): string {
 /**
  * `pile dump <dir>`: prints records decoded (typed ones by the layout stored in the pile), hex
  * for bytes and raw blocks.
- * Opens read-only (refused while a live process has the pile open for writing).
+ * Opens read-only, and runs beside live writers (its reads are checked).
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) for an unknown root
  */
 export async function runDump(dir: string, options: DumpOptions): Promise<void> {
@@ -113,9 +113,9 @@ export interface DumpedEntry {
 }
 
 /**
- * `pile dump <dir> --table NAME`: the table's entries, key and value decoded (a typed table made
- * by `pile import --schema` by its stored shape), in slot order; an entry that does not decode is
- * shown with its error, not skipped.
+ * `pile dump <dir> --table NAME`: the table's entries, key and value decoded (a typed table by the
+ * shape `pile import --schema` stored, else by the layout the pile stores for its schema), in slot
+ * order; an entry that does not decode is shown with its error, not skipped.
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) when there is no such table
  */
 async function dumpTable(dir: string, name: string, options: DumpOptions): Promise<void> {

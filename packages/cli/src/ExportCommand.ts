@@ -12,7 +12,7 @@ export interface ExportOptions {
   table: string;
   /** One value per line instead of a JSON array. */
   ndjson?: boolean;
-  /** A flat shape to decode a typed table that was not made by `pile import --schema`. */
+  /** A shape (as for `import --schema`) to decode a typed table with, instead of its stored one. */
   schema?: string;
   /** Skip entries whose value can not be decoded (counted and named on stderr) instead of stopping. */
   skipDamaged?: boolean;
@@ -24,7 +24,7 @@ const NAMED_SKIPS = 20;
 /**
  * `pile export <dir> --table NAME > data.json`: writes the table's values as a JSON array (or
  * NDJSON), entry by entry, waiting for stdout to drain, so a table of any size exports with a
- * flat heap. Opens the pile read-only (refused while a live writer has it open).
+ * flat heap. Opens the pile read-only, and runs beside live writers (its reads are checked).
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) when the table does not exist
  */
 export async function runExport(dir: string, options: ExportOptions): Promise<void> {

@@ -1,14 +1,23 @@
 import * as fs from 'node:fs';
+import { PileError } from '@pile/core';
 import { z, type ZodType } from 'zod';
-import { CliError, EXIT_FAILED } from './CliError';
 
 /** The field types a `--schema` file may name; a trailing `?` makes a field optional (null or missing). */
 export const FLAT_TYPES = ['string', 'number', 'int', 'int32', 'boolean'] as const;
 
-/** A flat record shape: field name → one of {@link FLAT_TYPES}, optionally with a trailing `?`. */
-export type FlatShape = Record<string, string>;
+/**
+ * A record shape: field name → a type name of {@link FLAT_TYPES} (a trailing `[]` makes it an
+ * array of that type, a trailing `?` lets the field be null or missing: `string[]?`), a nested
+ * shape (an object), or a one-element JSON array `[T]`: an array of T (a type name or a shape).
+ */
+export type FlatShape = Record<string, unknown>;
 
-function fieldType(type: string): ZodType {
+/** A shape at fault: PILE_INVALID_OPTION, the message naming the field path. */
+function badShape(message: string): PileError {
+  return new PileError('PILE_INVALID_OPTION', message);
+}
+
+function fieldType(type: string, name: string): ZodType {
   switch (type) {
     case 'string':
       return z.string();
@@ -21,54 +30,70 @@ function fieldType(type: string): ZodType {
     case 'boolean':
       return z.boolean();
     default:
-      throw new Error(`unknown type '${type}' (expected one of ${FLAT_TYPES.join(', ')}, optionally ending in '?')`);
+      throw badShape(
+        `field '${name}': unknown type '${type}' (expected one of ${FLAT_TYPES.join(', ')}, optionally ending in '[]' and/or '?')`,
+      );
   }
 }
 
+function typeOf(spec: unknown, name: string): ZodType {
+  if (typeof spec === 'string') {
+    const optional = spec.endsWith('?');
+    let base = optional ? spec.slice(0, -1) : spec;
+    let depth = 0;
+    while (base.endsWith('[]')) [base, depth] = [base.slice(0, -2), depth + 1];
+    let t = fieldType(base, name);
+    for (; depth > 0; depth--) t = z.array(t);
+    return optional ? t.nullish() : t;
+  }
+  if (Array.isArray(spec)) {
+    if (spec.length !== 1) throw badShape(`field '${name}': an array type is written as a one-element array [type]`);
+    return z.array(typeOf(spec[0], `${name}[]`));
+  }
+  if (spec !== null && typeof spec === 'object') return objectOf(spec as Record<string, unknown>, `${name}.`);
+  throw badShape(`field '${name}': expected a type name string, a nested shape or [type]`);
+}
+
+function objectOf(shape: Record<string, unknown>, prefix: string): ZodType {
+  const entries = Object.entries(shape);
+  if (entries.length === 0) throw badShape(prefix === '' ? 'the schema has no fields' : `field '${prefix.slice(0, -1)}' has no fields`);
+  const fields: Record<string, ZodType> = {};
+  for (const [name, spec] of entries) fields[name] = typeOf(spec, `${prefix}${name}`);
+  return z.strictObject(fields);
+}
+
 /**
- * Checks a flat shape and builds the zod object it describes, fields in the shape's order
- * (the order is part of the stored layout).
- * @throws Error naming the field at fault
+ * Checks a shape and builds the zod object it describes, fields in the shape's order (the order
+ * is part of the stored layout).
+ * @throws PileError PILE_INVALID_OPTION naming the field at fault (`field 'dims.w': unknown type 'float' ...`)
  */
 export function zodOfShape(shape: unknown): ZodType<Record<string, unknown>> {
-  if (shape === null || typeof shape !== 'object' || Array.isArray(shape)) throw new Error('expected a JSON object of field name to type');
-  const fields: Record<string, ZodType> = {};
-  const entries = Object.entries(shape as Record<string, unknown>);
-  if (entries.length === 0) throw new Error('the schema has no fields');
-  for (const [name, type] of entries) {
-    if (typeof type !== 'string') throw new Error(`field '${name}': expected a type name string`);
-    const optional = type.endsWith('?');
-    try {
-      const t = fieldType(optional ? type.slice(0, -1) : type);
-      fields[name] = optional ? t.nullish() : t;
-    } catch (err) {
-      throw new Error(`field '${name}': ${(err as Error).message}`);
-    }
-  }
-  return z.strictObject(fields) as unknown as ZodType<Record<string, unknown>>;
+  if (shape === null || typeof shape !== 'object' || Array.isArray(shape)) throw badShape('expected a JSON object of field name to type');
+  return objectOf(shape as Record<string, unknown>, '') as unknown as ZodType<Record<string, unknown>>;
 }
 
 /**
  * Reads a `--schema` file.
- * @throws CliError naming the file when it can not be read, is not JSON or is not a valid shape
+ * @throws PileError PILE_INVALID_OPTION naming the option and file (`--schema file F: ...`) when it can
+ *   not be read, is not JSON or is not a valid shape (then the field at fault too)
  */
 export function readShapeFile(file: string): FlatShape {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new CliError(`can not read schema file ${file}: ${(err as Error).message}`, EXIT_FAILED);
+    throw badShape(`--schema file ${file} can not be read: ${(err as Error).message}`);
   }
   let shape: unknown;
   try {
     shape = JSON.parse(text);
   } catch (err) {
-    throw new CliError(`schema file ${file} is not JSON: ${(err as Error).message}`, EXIT_FAILED);
+    throw badShape(`--schema file ${file} is not JSON: ${(err as Error).message}`);
   }
   try {
     zodOfShape(shape);
   } catch (err) {
-    throw new CliError(`schema file ${file}: ${(err as Error).message}`, EXIT_FAILED);
+    throw badShape(`--schema file ${file}: ${(err as Error).message}`);
   }
   return shape as FlatShape;
 }

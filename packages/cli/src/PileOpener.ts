@@ -5,7 +5,10 @@ import { Progress } from './Progress';
 
 /** How a command opens the pile it works on. */
 export interface OpenOptions {
-  /** Map read-only: never changes a pile file; refused while a live process has the pile open for writing. */
+  /**
+   * Map read-only: never changes a pile file; opens beside live writers of this build (refused,
+   * PILE_LOCKED, only beside a writer of an older single-writer build, its `pile.lock`).
+   */
   readonly: boolean;
 }
 

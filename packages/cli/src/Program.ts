@@ -33,7 +33,7 @@ export function buildProgram(): Command {
   program
     .command('stats')
     .description(
-      'Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only (refused while a writer has the pile open).',
+      'Segments, objects, links, bytes allocated / utilized / free, roots, schemas and cache tables of a pile. Read-only, runs beside live writers (the figures of the moment it reads them).',
     )
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the figures as JSON')
@@ -42,35 +42,37 @@ export function buildProgram(): Command {
   program
     .command('verify')
     .description(
-      'Full integrity check of every record, free list and counter, with a progress bar. Exit 0 when clean, 1 with a list of damaged records, 2 when the pile can not be opened.',
+      'Full integrity check of every record, free list and counter, with a progress bar. Opens for writing and runs beside live writers (it holds the writer turn for the walk: their writes wait). Exit 0 when clean, 1 with a list of damaged records, 2 when the pile can not be opened.',
     )
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the report as JSON')
-    .option('--readonly', 'open read-only: check records only (free lists and counters are not checked)')
+    .option('--readonly', 'open read-only (also beside live writers): check records only (free lists and counters are not checked)')
     .action((dir: string, opts: { json?: boolean; readonly?: boolean }) => runVerify(dir, opts));
 
   program
     .command('dump')
     .description(
-      'Print records: decoded values, hex for bytes and raw blocks, a placeholder for typed records of unknown schema; with --table, the keys and values of a cache table, decoded. Read-only.',
+      'Print records: decoded values (typed records by the layout the pile stores for their schema), hex for bytes and raw blocks; with --table, the keys and values of a cache table, decoded (a typed table by its stored schema). Read-only, runs beside live writers.',
     )
     .argument('<dir>', 'pile directory')
     .option('--root <name>', 'print only the record of this root')
-    .option('--table <name>', 'print the entries of this cache table: key and value, decoded')
+    .option('--table <name>', 'print the entries of this cache table: key and value, decoded (typed tables too: no schema needed)')
     .option('--limit <n>', 'print at most n records', positiveInt)
     .option('--json', 'one JSON object per record and line')
     .action((dir: string, opts: { root?: string; table?: string; limit?: number; json?: boolean }) => runDump(dir, opts));
 
   program
     .command('tables')
-    .description('The cache tables of a pile: name, mode, live entries, bytes and schema. Read-only.')
+    .description('The cache tables of a pile: name, mode, live entries, bytes and schema. Read-only, runs beside live writers.')
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the tables as JSON')
     .action((dir: string, opts: { json?: boolean }) => runTables(dir, opts));
 
   program
     .command('drop-table')
-    .description('Delete a cache table with all its entries (and the shape an import stored for it). Needs the pile unlocked.')
+    .description(
+      "Delete a cache table with all its entries (and the shape an import stored for it). Opens the pile for writing (beside live writers) and its cache for writing: refused (exit 2, locked) while another process has the pile's cache open, as one open at a time writes a cache.",
+    )
     .argument('<dir>', 'pile directory')
     .argument('<name>', 'table to delete')
     .action((dir: string, name: string) => runDropTable(dir, name));
@@ -78,7 +80,7 @@ export function buildProgram(): Command {
   program
     .command('compact')
     .description(
-      'Release empty trailing segments (their files are deleted) and rebuild the free lists, with a progress bar. The pile stays valid if interrupted. Needs the pile unlocked.',
+      'Release empty trailing segments (their files are deleted) and rebuild the free lists, with a progress bar. The pile stays valid if interrupted. Takes the writer turn: runs beside live writers, theirs with a cache too (their writes wait meanwhile).',
     )
     .argument('<dir>', 'pile directory')
     .option('--json', 'print the result as JSON')
@@ -87,7 +89,7 @@ export function buildProgram(): Command {
   program
     .command('import')
     .description(
-      'Stream a JSON array or NDJSON from stdin into a cache table (created if missing; the pile too, in a missing or empty directory), with a progress bar. Any size: the heap stays flat.',
+      "Stream a JSON array or NDJSON from stdin into a cache table (created if missing; the pile too, in a missing or empty directory), with a progress bar. Any size: the heap stays flat. Opens the cache for writing: refused (exit 2, locked) while another process has the pile's cache open.",
     )
     .argument('<dir>', 'pile directory')
     .requiredOption('--table <name>', 'table to import into')
@@ -102,7 +104,7 @@ export function buildProgram(): Command {
     )
     .option(
       '--schema <file>',
-      'JSON file of a flat shape, e.g. {"id":"int","name":"string","price":"number","active":"boolean","note":"string?"}; types: string, number, int, int32, boolean; a trailing ? allows null or missing',
+      'JSON file of a record shape, e.g. {"id":"int","name":"string","tags":"string[]","dims":{"w":"number","h":"number?"},"parts":[{"sku":"string"}]}; types: string, number, int, int32, boolean; a trailing [] makes an array of the type, a trailing ? allows null or missing; an object is a nested shape, [shape] an array of it',
     )
     .addHelpText(
       'after',
@@ -119,11 +121,16 @@ Example:
 
   program
     .command('export')
-    .description('Write the values of a cache table to stdout as a JSON array (or NDJSON), streaming entry by entry. Read-only.')
+    .description(
+      'Write the values of a cache table to stdout as a JSON array (or NDJSON), streaming entry by entry; typed tables are decoded by their stored schema. Read-only, runs beside live writers.',
+    )
     .argument('<dir>', 'pile directory')
     .requiredOption('--table <name>', 'table to export')
     .option('--ndjson', 'one value per line instead of a JSON array')
-    .option('--schema <file>', 'flat shape to decode a typed table that was not made by pile import --schema')
+    .option(
+      '--schema <file>',
+      'shape to decode a typed table with, as for import --schema (not needed: otherwise the shape an import stored, else the layout the pile stores for the table, is used)',
+    )
     .option('--skip-damaged', 'leave out entries whose value can not be decoded, and name them on stderr, instead of stopping at the first')
     .action((dir: string, opts: { table: string; ndjson?: boolean; schema?: string; skipDamaged?: boolean }) => runExport(dir, opts));
 

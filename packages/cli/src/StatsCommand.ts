@@ -40,7 +40,7 @@ export async function statsReport(dir: string, pile: Pile): Promise<StatsReport>
     overheadBytes: s.overheadBytes,
     freeBytes: s.freeBytes,
     roots: pile.roots().sort(),
-    schemas: pile.schemas(),
+    schemas: pile.schemas().map(({ name, id, fingerprint }) => ({ name, id, fingerprint })),
     tables: await tableSummaries(pile),
   };
 }
@@ -71,8 +71,8 @@ export function formatStats(r: StatsReport): string {
 }
 
 /**
- * `pile stats <dir>`: counters of the pile and of the cache tables it holds. Opens read-only,
- * and is refused while a live writer has the pile open.
+ * `pile stats <dir>`: counters of the pile and of the cache tables it holds. Opens read-only, and
+ * runs beside live writers (its reads are checked); the figures are those of the moment it reads them.
  * @throws CliError (exit 2) when the pile can not be opened
  */
 export async function runStats(dir: string, options: StatsOptions): Promise<void> {

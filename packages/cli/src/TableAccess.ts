@@ -2,6 +2,7 @@ import type { Pile } from '@pile/core';
 import type { CacheTable, PileCache } from '@pile/cache';
 import type { ZodType } from 'zod';
 import { CliError, EXIT_FAILED } from './CliError';
+import { storedTableSchema } from './DescriptorSchema';
 import { zodOfShape, type FlatShape } from './FlatSchema';
 
 /** Root under which `pile import --schema` keeps a table's shape, so export and dump can decode it later. */
@@ -31,8 +32,9 @@ export function forgetShape(pile: Pile, table: string): void {
 }
 
 /**
- * Opens an existing table of `cache` for reading, decoding typed values with `shape` (given,
- * or stored by the import that made the table).
+ * Opens an existing table of `cache` for reading, decoding typed values with `shape` (given, or
+ * stored by the import that made the table), else with the schema rebuilt from the layout the pile
+ * stores for the table's values: any typed table is read without its zod schema.
  * @throws CliError (exit 1) when the table does not exist
  */
 export function existingTable(pile: Pile, cache: PileCache, name: string, shape: FlatShape | undefined): CacheTable<unknown> {
@@ -41,5 +43,7 @@ export function existingTable(pile: Pile, cache: PileCache, name: string, shape:
     throw new CliError(`no table named '${name}' in ${pile.dir ?? 'the pile'} (tables: ${names.join(', ') || 'none'})`, EXIT_FAILED);
   }
   const s = shape ?? storedShape(pile, name);
-  return s === undefined ? cache.table(name) : cache.table(name, { schema: zodOfShape(s) as ZodType<unknown> });
+  if (s !== undefined) return cache.table(name, { schema: zodOfShape(s) as ZodType<unknown> });
+  const stored = storedTableSchema(pile, cache, name);
+  return stored === undefined ? cache.table(name) : cache.table(name, { schema: stored });
 }

@@ -14,7 +14,7 @@ export interface TableRow {
   count: number;
   /** Pile bytes of the table: its index, header and entry records. */
   bytes: number;
-  /** The flat shape `pile import --schema` stored, 'typed' for a typed table without one, or 'none'. */
+  /** The shape `pile import --schema` stored, 'typed' for a typed table without one, or 'none'. */
   schema: string;
 }
 
@@ -69,7 +69,9 @@ export async function runTables(dir: string, options: { json?: boolean }): Promi
 
 /**
  * `pile drop-table <dir> <name>`: deletes a cache table, every entry of it and the shape an
- * import stored for it. Needs the pile unlocked.
+ * import stored for it. Opens the pile for writing (beside other writers, taking the writer turn)
+ * and its cache for writing, which one open does at a time: refused (exit 2, locked) while another
+ * open, in this process or another, has the pile's cache (or a graph or list of it) open for writing.
  * @throws CliError (exit 2) when the pile can not be opened, (exit 1) when there is no such table
  */
 export async function runDropTable(dir: string, name: string): Promise<void> {

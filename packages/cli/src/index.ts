@@ -6,6 +6,7 @@ export { JsonRecordSplitter, JsonInputError, MAX_RECORD_BYTES } from './JsonReco
 export type { InputPosition } from './JsonRecordSplitter';
 export { zodOfShape, readShapeFile, FLAT_TYPES } from './FlatSchema';
 export type { FlatShape } from './FlatSchema';
+export { zodOfDescriptor, storedTableSchema } from './DescriptorSchema';
 export { statsReport, formatStats } from './StatsCommand';
 export type { StatsReport } from './StatsCommand';
 export { importInto } from './ImportCommand';

@@ -16,6 +16,7 @@ import { emptyRecoveryReport, type RecoveryReport } from './recovery/Recovery';
 import { EMPTY_BUFFER, TYPED_USED_WORD } from './records/RecordStore';
 import type { InlineRead } from './schema/SchemaCodegen';
 import { compileSchema, type CompiledSchema, type FieldReader } from './schema/SchemaCompiler';
+import type { SchemaDescriptor } from './schema/SchemaDescriptor';
 import type { Segment } from './storage/Segment';
 import { foldTail } from './alloc/SegmentRows';
 import { shareState } from './concurrency/SharedState';
@@ -392,10 +393,13 @@ export class Pile extends TurnStore implements Iterable<PileEntry> {
     return [...this.catalog.roots.keys()];
   }
 
-  /** Registered schema names with their ids. @throws PILE_CLOSED */
-  schemas(): { name: string; id: number; fingerprint: string }[] {
+  /**
+   * Registered schema names with their ids, fingerprints and stored layouts (a layout is enough to
+   * decode the schema's records without its zod schema: compileDescriptor). @throws PILE_CLOSED
+   */
+  schemas(): { name: string; id: number; fingerprint: string; descriptor: SchemaDescriptor }[] {
     this.open();
-    return [...this.catalog.schemas].map(([name, s]) => ({ name, id: s.id, fingerprint: s.fingerprint }));
+    return [...this.catalog.schemas].map(([name, s]) => ({ name, id: s.id, fingerprint: s.fingerprint, descriptor: s.descriptor }));
   }
 
   // ---------------------------------------------------------------- the whole pile

@@ -99,7 +99,10 @@ function main(): void {
   );
   console.log(`root 'demo:first' -> ${first === undefined ? 'missing' : JSON.stringify(pile.get(first))}`);
   const report = pile.verify();
-  console.log(`verify: ${report.ok ? 'ok' : 'DAMAGE'} (${report.recordsChecked.toLocaleString()} records checked)`);
+  console.log(
+    `verify: ${report.ok ? 'ok' : 'DAMAGE'} (${report.objectsChecked.toLocaleString()} records, ` +
+      `${report.recordsChecked.toLocaleString()} blocks with the pile's own checked)`,
+  );
   pile.close();
   if (mismatches > 0 || !report.ok || first === undefined) process.exitCode = 1;
 }

@@ -14,8 +14,11 @@ export interface VerifyOptions {
 export function formatVerify(dir: string, r: VerifyReport, recovered: string | undefined): string {
   const lines: string[] = [];
   if (recovered !== undefined) lines.push(recovered);
+  // stats counts the records alone; the walk also checks the pile's own blocks, so say both.
+  const own = r.recordsChecked - r.objectsChecked;
   lines.push(
-    `${r.ok ? 'ok' : 'DAMAGED'}: ${dir}: ${formatCount(r.segmentsChecked)} segments, ${formatCount(r.recordsChecked)} records checked`,
+    `${r.ok ? 'ok' : 'DAMAGED'}: ${dir}: ${formatCount(r.segmentsChecked)} segments, ${formatCount(r.recordsChecked)} blocks checked: ` +
+      `${formatCount(r.objectsChecked)} records and ${formatCount(own)} of the pile's own (catalog, journal, bodies of moved records)`,
   );
   if (r.corrupt.length > 0) {
     lines.push(`${r.corrupt.length} corrupt record${r.corrupt.length === 1 ? '' : 's'}:`);

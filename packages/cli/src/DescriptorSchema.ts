@@ -1,28 +1,14 @@
-import { PileError, type Pile, type SchemaDescriptor } from '@pile/core';
+import { PileError, literalOf, type Pile, type SchemaDescriptor } from '@pile/core';
 import type { PileCache } from '@pile/cache';
 import { z, type ZodType } from 'zod';
 
 /** One node of a stored layout (the pile's SchemaTypeDescriptor), as far as this file reads it. */
 type TypeNode = SchemaDescriptor['fields'][number]['type'];
-type Literal = Extract<TypeNode, { kind: 'enum' }>['values'][number];
 
 const INT32_LAYOUT = 0x7fffffff; // the int32 layout keeps -2^31 for -0, so its bounds are ±(2^31 - 1)
 const INT64_MIN = -(1n << 63n);
 const INT64_MAX = (1n << 63n) - 1n;
 const UINT64_MAX = (1n << 64n) - 1n;
-
-function literalValue(l: Literal): string | number | boolean | bigint | null | undefined {
-  switch (l.type) {
-    case 'bigint':
-      return BigInt(l.value);
-    case 'null':
-      return null;
-    case 'undefined':
-      return undefined;
-    default:
-      return l.value;
-  }
-}
 
 /**
  * A zod schema whose layout is `node`: the pile's schema compiler maps it back to the same node,
@@ -52,7 +38,7 @@ export function zodOfNode(node: TypeNode, path: string): ZodType {
     case 'bytes':
       return z.instanceof(Uint8Array);
     case 'enum':
-      return z.literal(node.values.map(literalValue) as [string, ...string[]]);
+      return z.literal(node.values.map(literalOf) as [string, ...string[]]);
     case 'maybe': {
       const of = zodOfNode(node.of, path);
       if (node.nullable && node.optional) return of.nullish();

@@ -17,23 +17,20 @@ function badShape(message: string): PileError {
   return new PileError('PILE_INVALID_OPTION', message);
 }
 
+/** The zod type of each flat type name. */
+const FLAT_ZOD: Record<(typeof FLAT_TYPES)[number], () => ZodType> = {
+  string: () => z.string(),
+  number: () => z.number(),
+  int: () => z.int(),
+  int32: () => z.int32(),
+  boolean: () => z.boolean(),
+};
+
 function fieldType(type: string, name: string): ZodType {
-  switch (type) {
-    case 'string':
-      return z.string();
-    case 'number':
-      return z.number();
-    case 'int':
-      return z.int();
-    case 'int32':
-      return z.int32();
-    case 'boolean':
-      return z.boolean();
-    default:
-      throw badShape(
-        `field '${name}': unknown type '${type}' (expected one of ${FLAT_TYPES.join(', ')}, optionally ending in '[]' and/or '?')`,
-      );
-  }
+  if (Object.hasOwn(FLAT_ZOD, type)) return FLAT_ZOD[type as keyof typeof FLAT_ZOD]();
+  throw badShape(
+    `field '${name}': unknown type '${type}' (expected one of ${FLAT_TYPES.join(', ')}, optionally ending in '[]' and/or '?')`,
+  );
 }
 
 function typeOf(spec: unknown, name: string): ZodType {

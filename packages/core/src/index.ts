@@ -9,6 +9,7 @@ export { TypedView } from './schema/TypedView';
 export type { SchemaOptions } from './schema/TypedView';
 export type { RecordKind } from './storage/BlockFormat';
 export { compileDescriptor, compileSchema, isCompatibleEvolution } from './schema/SchemaCompiler';
+export { literalOf } from './schema/SchemaLayout';
 export type { CompiledSchema, SchemaDescriptor } from './schema/SchemaCompiler';
 export type { InlineRead } from './schema/SchemaCodegen';
 export { encodeGuard, reentrantError } from './records/EncodeGuard';

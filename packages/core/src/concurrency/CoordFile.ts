@@ -7,8 +7,8 @@ import { PileError } from '../PileError';
 import { MAX_SEGMENTS } from '../records/PointerFormat';
 import { READER_SLOTS, ReaderTable } from './ReaderTable';
 import { ROW } from '../alloc/SegmentRows';
-import { COORD, COORD_VERSION, HEAD_SIZE } from './CoordLayout';
-import { LIFE_SIZE, TurnLock } from './TurnLock';
+import { COORD, COORD_VERSION, HEAD_SIZE, LIFE } from './CoordLayout';
+import { TurnLock } from './TurnLock';
 import type { UndoPlaces } from '../recovery/UndoLog';
 
 // The coordination file (docs/format.md, "The coordination file"; docs/concurrency.md):
@@ -62,7 +62,7 @@ if (
   COORD.INCARNATIONS + MAX_SEGMENTS * 4 > COORD.READERS ||
   COORD.READERS + COORD.READER_SLOTS * COORD.READER_SLOT_SIZE > COORD.TOUCHED ||
   COORD.TOUCHED + MAX_SEGMENTS * 4 > COORD.LIVES ||
-  COORD.LIVES + COORD.READER_SLOTS * LIFE_SIZE > COORD.ROWS ||
+  COORD.LIVES + COORD.READER_SLOTS * LIFE.SIZE > COORD.ROWS ||
   COORD_SIZE % 65536 !== 0
 ) {
   throw new Error('coordination file layout overlaps');

@@ -77,3 +77,17 @@ export const COORD = {
   /** Segment i's row (SegmentRows.ts) at ROWS + i * ROW * 8. */
   ROWS: HEAD_SIZE,
 } as const;
+
+/**
+ * A slot of COORD.LIVES, one per reader-table slot (TurnLock): the liveness mutex at 0 (40 bytes on
+ * x86-64 glibc), the u32 claim generation at GEN, the u32 layout stamp at STAMP (a slot whose stamp
+ * is not COORD.LIVES_STAMP's has a mutex not yet made in this layout).
+ */
+export const LIFE = { SIZE: 64, GEN: 48, STAMP: 52 } as const;
+
+/**
+ * The writer turn's word at COORD.OWNER (TurnLock): 0 when free; else the holder's slot, 1-based,
+ * in bits 0 to ID_BITS - 1, the slot's claim generation in bits 11-30 (GEN_MASK after the shift:
+ * a dead holder's id is never a new open's), and WAITER, bit 31, while a thread sleeps on it.
+ */
+export const OWNER_WORD = { WAITER: 0x80000000, ID_BITS: 11, ID_MASK: (1 << 11) - 1, GEN_MASK: 0xfffff } as const;

@@ -1,5 +1,5 @@
 import { native, type Futex, type SharedMapping, type SharedMutex } from '@pile/native';
-import { COORD } from './CoordLayout';
+import { COORD, LIFE, OWNER_WORD } from './CoordLayout';
 import { PileError } from '../PileError';
 
 // The lock of the writer turn (docs/concurrency.md, "The writer turn"): a word of
@@ -21,21 +21,9 @@ import { PileError } from '../PileError';
 // The generation keeps a waiter from taking a new open of the same slot for the dead holder that
 // named it.
 
-const { OWNER, LIVES } = COORD;
-/** u32: stamped at each layout; a slot whose stamp differs has a liveness mutex not yet made in this layout. */
-const LIVES_STAMP = COORD.LIVES_STAMP;
-export const LIFE_SIZE = 64;
-/** In a slot's 64 bytes: the mutex (40 bytes on x86-64 glibc), the claim generation, the layout stamp. */
-const LIFE_GEN = 48;
-const LIFE_STAMP = 52;
-
-/** Bit 31 of the word: a thread sleeps on it, so a release wakes the futex. */
-const WAITER = 0x80000000;
-/** Bits 0-10 of the word: the holder's slot, 1-based (0 leaves the word free). */
-const ID_BITS = 11;
-const ID_MASK = (1 << ID_BITS) - 1;
-/** Bits 11-30 of the word: the slot's claim generation, so a dead holder's id is not a new open's. */
-const GEN_MASK = 0xfffff;
+const { OWNER, LIVES, LIVES_STAMP } = COORD;
+const { SIZE: LIFE_SIZE, GEN: LIFE_GEN, STAMP: LIFE_STAMP } = LIFE;
+const { WAITER, ID_BITS, ID_MASK, GEN_MASK } = OWNER_WORD;
 /**
  * How often a sleeping waiter looks whether the holder still lives (a death wakes nobody): every
  * FIRST_CHECK_MS for the first FAST_FOR_MS of its wait, then every CHECK_MS. Each look costs a

@@ -363,7 +363,8 @@ function describeType(node: LayoutNode): SchemaTypeDescriptor {
   }
 }
 
-function literalOf(l: SchemaLiteral): LiteralValue {
+/** The value a stored enum literal stands for (a bigint is stored as its decimal string). */
+export function literalOf(l: SchemaLiteral): LiteralValue {
   switch (l.type) {
     case 'bigint':
       return BigInt(l.value);
